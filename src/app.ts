@@ -1,0 +1,124 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Config } from './config.js';
+import { seedDemoDataIfEmpty } from './db/seed.js';
+import { buildDeps, type Deps } from './deps.js';
+import { DomainError } from './errors.js';
+import { createSessionLayer } from './http/session.js';
+import { createLogger, type Logger, redactUrl } from './log.js';
+import { pageRoutes } from './pages/routes.js';
+import { agentRoutes } from './rest/agent.js';
+import { sendError } from './rest/envelope.js';
+import { healthRoutes } from './rest/health.js';
+import { internalRoutes } from './rest/internal.js';
+import { visitorRoutes } from './rest/visitor.js';
+import { createGraphQLServer } from './schema/yoga.js';
+import { createSubscriptionServer } from './subscriptions/ws.js';
+
+/** Bodies larger than this are refused with 413 before they are parsed. */
+export const MAX_BODY = '64kb';
+
+export interface App {
+  server: Server;
+  deps: Deps;
+  /** Migrates, seeds demo data when configured, and listens. Resolves with the bound port. */
+  start(): Promise<number>;
+  /** Graceful shutdown: stop accepting, finish in-flight requests, close sockets and stores. */
+  stop(): Promise<void>;
+}
+
+/** The composition root: builds the whole gateway from a validated config. */
+export async function buildApp(config: Config, opts: { log?: Logger } = {}): Promise<App> {
+  const log = opts.log ?? createLogger(config.logLevel);
+  if (config.captchaTestAnswer) log.warn('CAPTCHA_TEST_ANSWER is set: every captcha has a fixed answer (tests only)');
+  const deps = await buildDeps(config, log);
+  const sessions = createSessionLayer(config, deps.redis);
+  const yoga = createGraphQLServer(deps);
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.trustProxy);
+  app.use(requestLog(log));
+  app.use(healthRoutes(deps));
+  const bodies = [express.urlencoded({ extended: false, limit: MAX_BODY }), express.json({ limit: MAX_BODY })];
+  app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
+  app.use('/visitor', bodies, visitorRoutes(deps));
+  app.use('/internal', express.json({ limit: MAX_BODY }), internalRoutes(deps));
+  app.use('/graphql', sessions.middleware, express.json({ limit: MAX_BODY }), (req: Request, res: Response) => {
+    yoga.requestListener(req, res);
+  });
+  app.use(pageRoutes(deps));
+  app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));
+
+  const server = createServer(app);
+  const subscriptions = createSubscriptionServer(deps, yoga, sessions);
+  server.on('upgrade', (req, socket, head) => {
+    if (new URL(req.url ?? '/', 'http://x').pathname !== '/graphql') {
+      socket.destroy();
+      return;
+    }
+    subscriptions.wss.handleUpgrade(req, socket, head, (ws) => subscriptions.wss.emit('connection', ws, req));
+  });
+
+  let stopping: Promise<void> | undefined;
+  return {
+    server,
+    deps,
+    async start() {
+      await deps.database.migrate();
+      if (config.demoSeed) await seedDemoDataIfEmpty(deps);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(config.port, config.host, () => resolve());
+      });
+      const { port } = server.address() as AddressInfo;
+      log.info({ port, database: deps.database.kind, redis: Boolean(deps.redis) }, 'parley listening');
+      return port;
+    },
+    stop() {
+      stopping ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await subscriptions.close();
+        // In-flight requests get a few seconds to finish; then the remaining connections go.
+        const timer = setTimeout(() => server.closeAllConnections(), 5000);
+        await closed;
+        clearTimeout(timer);
+        await deps.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** body-parser's errors as envelopes: 413 for an oversized body, 400 for a malformed one. */
+function bodyError(error: unknown): unknown {
+  const type = (error as { type?: string }).type;
+  if (type === 'entity.too.large') return new DomainError('PAYLOAD_TOO_LARGE', `Request body larger than ${MAX_BODY}`);
+  if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
+    return new DomainError('BAD_USER_INPUT', 'Malformed request body');
+  }
+  if (type === 'parameters.too.many') return new DomainError('BAD_USER_INPUT', 'Too many parameters');
+  return error;
+}
+
+/** One JSON line per request; secrets in the URL are redacted and no header is logged. */
+function requestLog(log: Logger) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      log.info(
+        {
+          method: req.method,
+          url: redactUrl(req.originalUrl),
+          status: res.statusCode,
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+        },
+        'request',
+      );
+    });
+    next();
+  };
+}

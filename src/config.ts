@@ -1,0 +1,135 @@
+import { z } from 'zod';
+
+/** Everything the gateway reads from its environment, validated once at start-up. */
+export interface Config {
+  env: 'development' | 'production' | 'test';
+  port: number;
+  host: string;
+  /** PostgreSQL via postgres.js; when absent the embedded PGlite in `pgliteDir` is used. */
+  databaseUrl?: string;
+  pgliteDir: string;
+  /** Redis for sessions, captchas, rate limits and pub/sub; when absent, in-process stores. */
+  redisUrl?: string;
+  /** Prefix of every Redis key, so several deployments (or test runs) can share one Redis. */
+  redisPrefix: string;
+  sessionSecret: string;
+  sessionTtlSeconds: number;
+  sessionAbsoluteTtlSeconds: number;
+  publicWsAddress?: string;
+  demoSeed: boolean;
+  captchaTestAnswer?: string;
+  smsDriver: 'log' | 'webhook';
+  smsWebhookUrl?: string;
+  smsRegistration: boolean;
+  internalApiToken?: string;
+  trustProxy: boolean;
+  allowedOrigins: string[];
+  logLevel: string;
+  presenceGraceSeconds: number;
+  channelHistorySize: number;
+  visitorTokenTtlSeconds: number;
+}
+
+export class ConfigError extends Error {}
+
+const bool = z
+  .enum(['1', '0', 'true', 'false', 'on', 'off', 'yes', 'no'])
+  .transform((v) => ['1', 'true', 'on', 'yes'].includes(v));
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const url = (protocols: string[]) =>
+  z
+    .string()
+    .url()
+    .refine((v) => protocols.includes(new URL(v).protocol), `must start with ${protocols.join(' or ')}//`);
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: int(0, 65535).default(3000),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATABASE_URL: url(['postgres:', 'postgresql:']).optional(),
+  PGLITE_DIR: z.string().min(1).default('.data/pglite'),
+  REDIS_URL: url(['redis:', 'rediss:']).optional(),
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[\w:.-]{1,64}$/)
+    .default('parley:'),
+  SESSION_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  SESSION_TTL_SECONDS: int(60, 30 * 86400).default(8 * 3600),
+  SESSION_ABSOLUTE_TTL_SECONDS: int(60, 90 * 86400).default(7 * 86400),
+  PUBLIC_WS_ADDRESS: url(['ws:', 'wss:']).optional(),
+  DEMO_SEED: bool.optional(),
+  CAPTCHA_TEST_ANSWER: z
+    .string()
+    .regex(/^[A-Za-z0-9]{1,16}$/, 'must be 1-16 letters or digits')
+    .optional(),
+  SMS_DRIVER: z.enum(['log', 'webhook']).default('log'),
+  SMS_WEBHOOK_URL: url(['http:', 'https:']).optional(),
+  SMS_REGISTRATION: bool.default('off'),
+  INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  TRUST_PROXY: bool.default('off'),
+  ALLOWED_ORIGINS: z.string().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
+  CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
+  VISITOR_TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(30 * 86400),
+});
+
+/** A throwaway secret for development; production refuses to start without a real one. */
+const DEV_SESSION_SECRET = 'parley-development-secret-not-for-production-use';
+
+/**
+ * Reads and validates the environment. Throws a ConfigError whose message names every bad
+ * variable, so `main.ts` can print it without a stack trace.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty variables count as unset, the way shells and .env files usually mean them.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const problems: string[] = [];
+  if (e.NODE_ENV === 'production') {
+    if (!e.SESSION_SECRET) problems.push('SESSION_SECRET: required when NODE_ENV=production');
+    if (!e.DATABASE_URL) problems.push('DATABASE_URL: required when NODE_ENV=production');
+    if (!e.REDIS_URL) problems.push('REDIS_URL: required when NODE_ENV=production');
+    if (e.CAPTCHA_TEST_ANSWER)
+      problems.push('CAPTCHA_TEST_ANSWER: a test-only switch, refused when NODE_ENV=production');
+    if (e.DEMO_SEED) problems.push('DEMO_SEED: demo data is never loaded when NODE_ENV=production');
+  }
+  if (e.SMS_DRIVER === 'webhook' && !e.SMS_WEBHOOK_URL)
+    problems.push('SMS_WEBHOOK_URL: required when SMS_DRIVER=webhook');
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+
+  return {
+    env: e.NODE_ENV,
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    pgliteDir: e.PGLITE_DIR,
+    redisUrl: e.REDIS_URL,
+    redisPrefix: e.REDIS_PREFIX,
+    sessionSecret: e.SESSION_SECRET ?? DEV_SESSION_SECRET,
+    sessionTtlSeconds: e.SESSION_TTL_SECONDS,
+    sessionAbsoluteTtlSeconds: e.SESSION_ABSOLUTE_TTL_SECONDS,
+    publicWsAddress: e.PUBLIC_WS_ADDRESS,
+    // Demo data is loaded by default on the embedded database only.
+    demoSeed: e.DEMO_SEED ?? (!e.DATABASE_URL && e.NODE_ENV !== 'production'),
+    captchaTestAnswer: e.CAPTCHA_TEST_ANSWER,
+    smsDriver: e.SMS_DRIVER,
+    smsWebhookUrl: e.SMS_WEBHOOK_URL,
+    smsRegistration: e.SMS_REGISTRATION,
+    internalApiToken: e.INTERNAL_API_TOKEN,
+    trustProxy: e.TRUST_PROXY,
+    allowedOrigins: (e.ALLOWED_ORIGINS ?? '')
+      .split(',')
+      .map((o) => o.trim())
+      .filter(Boolean),
+    logLevel: e.LOG_LEVEL,
+    presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,
+    channelHistorySize: e.CHANNEL_HISTORY_SIZE,
+    visitorTokenTtlSeconds: e.VISITOR_TOKEN_TTL_SECONDS,
+  };
+}

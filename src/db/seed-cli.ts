@@ -1,0 +1,18 @@
+import { ConfigError, loadConfig } from '../config.js';
+import { buildDeps } from '../deps.js';
+import { createLogger } from '../log.js';
+import { seedDemoData } from './seed.js';
+
+/** `npm run seed`: migrates and (re)loads the demo data; idempotent. */
+try {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  const deps = await buildDeps(config, log);
+  await deps.database.migrate();
+  await seedDemoData(deps);
+  await deps.close();
+  console.log('demo data loaded');
+} catch (error) {
+  console.error(error instanceof ConfigError ? error.message : `seed failed: ${(error as Error).message}`);
+  process.exit(1);
+}

@@ -1,0 +1,188 @@
+import { count, eq } from 'drizzle-orm';
+import { hashPassword } from '../auth/passwords.js';
+import type { Deps } from '../deps.js';
+import { newSecret } from '../ids.js';
+import {
+  agentGroups,
+  agents,
+  conversations,
+  merchants,
+  visitorAttributeDefs,
+  visitorAttributes,
+  visitors,
+  type WorkbenchExtensions,
+} from './schema.js';
+
+/**
+ * The fixed demo data of the README: merchants `demo` and `acme`, agents alice, tom (ticket
+ * agent), dave (disabled) and bob, two demo visitors in conversation with alice. Idempotent:
+ * rows are keyed by fixed ids and upserted. Never run in production.
+ */
+export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
+  if (deps.config.env === 'production') throw new Error('demo data is never loaded in production');
+  const { db } = deps;
+  const nowSeconds = Math.floor(deps.now() / 1000);
+  const allOn = {
+    voice: 'on',
+    sound: 'on',
+    upload_file: 'on',
+    upload_img: 'on',
+    emoji: 'on',
+    session_invite_rating: 'on',
+    session_invite_resolved: 'on',
+  };
+  const extensions: WorkbenchExtensions = {
+    nav: [{ key: 'chat', label: 'Chat', path: '/agent/' }],
+    chat_actions: [{ key: 'transfer', label: 'Transfer' }],
+    side_iframes: [],
+    flags: { translation: true },
+    account_level_options: { agent: 'Agent', admin: 'Administrator', ticket_agent: 'Ticket agent' },
+  };
+
+  for (const m of [
+    { id: 'm_demo', bid: 'demo', appname: 'Demo Shop', appkey: 'demo-appkey', verified: true },
+    { id: 'm_acme', bid: 'acme', appname: 'Acme Support', appkey: 'acme-appkey', verified: false },
+  ]) {
+    await db
+      .insert(merchants)
+      .values({ ...m, identitySecret: `${m.bid}-identity-secret-${newSecret(8)}`, switches: allOn, extensions })
+      .onConflictDoUpdate({
+        target: merchants.id,
+        set: { bid: m.bid, appname: m.appname, appkey: m.appkey, switches: allOn, extensions },
+      });
+  }
+
+  const groups = [
+    { id: 'g_demo_default', merchantId: 'm_demo', name: 'Default', isDefault: true, position: 0 },
+    { id: 'g_demo_sales', merchantId: 'm_demo', name: 'Sales', isDefault: false, position: 1 },
+    { id: 'g_acme_default', merchantId: 'm_acme', name: 'Default', isDefault: true, position: 0 },
+  ];
+  for (const g of groups) await db.insert(agentGroups).values(g).onConflictDoNothing();
+
+  const people = [
+    {
+      id: 'a_alice',
+      merchantId: 'm_demo',
+      groupId: 'g_demo_default',
+      username: 'alice',
+      nickname: 'Alice',
+      level: 'agent',
+      disabled: false,
+    },
+    {
+      id: 'a_tom',
+      merchantId: 'm_demo',
+      groupId: 'g_demo_default',
+      username: 'tom',
+      nickname: 'Tom',
+      level: 'ticket_agent',
+      disabled: false,
+    },
+    {
+      id: 'a_dave',
+      merchantId: 'm_demo',
+      groupId: 'g_demo_sales',
+      username: 'dave',
+      nickname: 'Dave',
+      level: 'agent',
+      disabled: true,
+    },
+    {
+      id: 'a_bob',
+      merchantId: 'm_acme',
+      groupId: 'g_acme_default',
+      username: 'bob',
+      nickname: 'Bob',
+      level: 'agent',
+      disabled: false,
+    },
+  ];
+  for (const p of people) {
+    const [existing] = await db.select({ id: agents.id }).from(agents).where(eq(agents.id, p.id)).limit(1);
+    if (existing) continue; // keep a password an operator may have reset
+    await db
+      .insert(agents)
+      .values({
+        ...p,
+        avatar: `/assets/avatar-${p.username}.svg`,
+        passwordHash: await hashPassword(`${p.username}-password`),
+      })
+      .onConflictDoNothing();
+  }
+
+  for (const d of [
+    { key: 'email', label: 'Email', type: 'text', editable: true, position: 0 },
+    { key: 'member_card', label: 'Member card', type: 'image', editable: true, position: 1 },
+    { key: 'orders', label: 'Orders', type: 'number', editable: false, position: 2 },
+  ]) {
+    await db
+      .insert(visitorAttributeDefs)
+      .values({ merchantId: 'm_demo', ...d })
+      .onConflictDoNothing();
+  }
+
+  const demoVisitors = [
+    {
+      id: 'v_demo_lily',
+      nickname: 'Lily',
+      lang: 'en',
+      email: 'lily@example.com',
+      orders: 3,
+      pinnedAt: nowSeconds - 600,
+      unread: 0,
+      ago: 1200,
+    },
+    {
+      id: 'v_demo_wang',
+      nickname: '王先生',
+      lang: 'zh-CN',
+      email: 'wang@example.cn',
+      orders: 1,
+      pinnedAt: 0,
+      unread: 3,
+      ago: 60,
+    },
+  ];
+  for (const v of demoVisitors) {
+    await db
+      .insert(visitors)
+      .values({
+        id: v.id,
+        merchantId: 'm_demo',
+        nickname: v.nickname,
+        lang: v.lang,
+        channel: `visitor-${newSecret(24)}`,
+      })
+      .onConflictDoNothing();
+    for (const [key, value] of [
+      ['email', v.email],
+      ['member_card', `/assets/member-card-${v.nickname === 'Lily' ? 'gold' : 'silver'}.svg`],
+      ['orders', v.orders],
+    ] as const) {
+      await db.insert(visitorAttributes).values({ visitorId: v.id, key, value }).onConflictDoNothing();
+    }
+    await db
+      .insert(conversations)
+      .values({
+        id: `c_${v.id}`,
+        merchantId: 'm_demo',
+        agentId: 'a_alice',
+        visitorId: v.id,
+        timestamp: nowSeconds - v.ago,
+        pinnedAt: v.pinnedAt,
+        unreadCount: v.unread,
+        items: [
+          { type: 'text', content: v.unread ? 'Is my order shipped yet?' : 'Thanks, that helps!', from: 'visitor' },
+        ],
+      })
+      .onConflictDoNothing();
+  }
+}
+
+/** `npm start` on an empty database loads the demo data once; later starts leave data alone. */
+export async function seedDemoDataIfEmpty(deps: Deps) {
+  const [row] = await deps.db.select({ n: count() }).from(merchants);
+  if ((row?.n ?? 0) > 0) return;
+  await seedDemoData(deps);
+  deps.log.info('demo data loaded (merchants demo and acme; see README)');
+}

@@ -1,0 +1,66 @@
+import type { Redis } from 'ioredis';
+import { createSmsDriver, type SmsDriver } from './auth/sms-driver.js';
+import type { Config } from './config.js';
+import { type Database, openDatabase } from './db/client.js';
+import type { Logger } from './log.js';
+import { type EventBus, memoryEventBus, redisEventBus } from './stores/bus.js';
+import { type KeyValueStore, memoryKeyValueStore, redisKeyValueStore } from './stores/kv.js';
+import { type RateLimiterFactory, rateLimiterFactory } from './stores/rate-limits.js';
+import { connectRedis, redisReady } from './stores/redis.js';
+
+/** Everything the domain layer (src/resolvers/) works with, passed in rather than imported. */
+export interface Deps {
+  config: Config;
+  database: Database;
+  db: Database['db'];
+  /** Present when REDIS_URL is set; key names are prefixed with `config.redisPrefix`. */
+  redis?: Redis;
+  kv: KeyValueStore;
+  bus: EventBus;
+  rateLimiter: RateLimiterFactory;
+  sms: SmsDriver;
+  log: Logger;
+  now: () => number;
+}
+
+export async function buildDeps(config: Config, log: Logger): Promise<Deps & { close(): Promise<void> }> {
+  const database = await openDatabase(config);
+  let redis: Redis | undefined;
+  let subscriber: Redis | undefined;
+  if (config.redisUrl) {
+    redis = connectRedis(config.redisUrl, { keyPrefix: config.redisPrefix });
+    subscriber = connectRedis(config.redisUrl);
+    await Promise.all([redisReady(redis), redisReady(subscriber)]);
+  }
+  const bus = redis
+    ? redisEventBus({
+        redis,
+        subscriber: subscriber as Redis,
+        prefix: config.redisPrefix,
+        historySize: config.channelHistorySize,
+      })
+    : memoryEventBus({ historySize: config.channelHistorySize });
+  return {
+    config,
+    database,
+    db: database.db,
+    redis,
+    kv: redis ? redisKeyValueStore(redis) : memoryKeyValueStore(),
+    bus,
+    rateLimiter: rateLimiterFactory({ redis }),
+    sms: createSmsDriver({
+      driver: config.smsDriver,
+      webhookUrl: config.smsWebhookUrl,
+      log,
+      printCode: config.env === 'development',
+    }),
+    log,
+    now: Date.now,
+    async close() {
+      await bus.close();
+      subscriber?.disconnect();
+      redis?.disconnect();
+      await database.close();
+    },
+  };
+}

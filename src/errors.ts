@@ -1,0 +1,99 @@
+/**
+ * Domain errors: thrown by src/resolvers/, translated once by each adapter (REST envelope,
+ * GraphQL extensions.code). Anything that is not a DomainError is masked as INTERNAL.
+ */
+export type ErrorCode =
+  | 'UNAUTHENTICATED'
+  | 'VISITOR_UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'BAD_USER_INPUT'
+  | 'CAPTCHA_INVALID'
+  | 'LOGIN_FAILED'
+  | 'ACCOUNT_DISABLED'
+  | 'SESSION_MISMATCH'
+  | 'RATE_LIMITED'
+  | 'SMS_DISABLED'
+  | 'SMS_CODE_INVALID'
+  | 'SMS_SEND_FAILED'
+  | 'APPKEY_INVALID'
+  | 'VISITOR_IDENTITY_INVALID'
+  | 'NOT_FOUND'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'SERVICE_UNAVAILABLE'
+  | 'INTERNAL';
+
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    /** Seconds the caller should wait (rate limits). */
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+}
+
+/** The legacy envelope code and HTTP status of each error, the one table REST answers from. */
+export const restErrorTable: Record<ErrorCode, { code: number; status: number }> = {
+  UNAUTHENTICATED: { code: -1, status: 200 }, // spec: code -1, HTTP 200 for JSON endpoints
+  VISITOR_UNAUTHENTICATED: { code: 1401, status: 401 },
+  FORBIDDEN: { code: 1403, status: 403 }, // spec: ticket_agent on online reception → HTTP 403
+  BAD_USER_INPUT: { code: 1000, status: 400 },
+  CAPTCHA_INVALID: { code: 1001, status: 200 },
+  LOGIN_FAILED: { code: 1002, status: 200 },
+  ACCOUNT_DISABLED: { code: 1003, status: 200 },
+  SESSION_MISMATCH: { code: 1004, status: 200 },
+  RATE_LIMITED: { code: 1429, status: 429 },
+  SMS_DISABLED: { code: 1005, status: 200 },
+  SMS_CODE_INVALID: { code: 1006, status: 200 },
+  SMS_SEND_FAILED: { code: 1007, status: 502 },
+  APPKEY_INVALID: { code: 1008, status: 200 },
+  VISITOR_IDENTITY_INVALID: { code: 1009, status: 200 },
+  NOT_FOUND: { code: 1404, status: 404 },
+  PAYLOAD_TOO_LARGE: { code: 1413, status: 413 },
+  SERVICE_UNAVAILABLE: { code: 1503, status: 503 },
+  INTERNAL: { code: 1500, status: 500 },
+};
+
+/** Chinese "please log in", the spec's login-required message. */
+export const LOGIN_REQUIRED_MSG = '请先登录';
+
+export const notLoggedIn = () => new DomainError('UNAUTHENTICATED', LOGIN_REQUIRED_MSG);
+export const badInput = (message: string) => new DomainError('BAD_USER_INPUT', message);
+export const serviceUnavailable = (what: string) =>
+  new DomainError('SERVICE_UNAVAILABLE', `${what} is unavailable, please retry shortly`);
+
+/**
+ * What a thrown value means to a caller: a DomainError as it is; Redis or PostgreSQL being
+ * unreachable as SERVICE_UNAVAILABLE (retry later); anything else INTERNAL, its details masked.
+ */
+export function classifyError(error: unknown): DomainError {
+  if (error instanceof DomainError) return error;
+  if (isInfrastructureFailure(error)) return serviceUnavailable('A backing service');
+  return new DomainError('INTERNAL', 'Internal error');
+}
+
+function isInfrastructureFailure(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { name, message } = error;
+  const code = (error as { code?: unknown }).code;
+  return (
+    name === 'MaxRetriesPerRequestError' ||
+    /Connection is closed|Stream isn't writeable|enableOfflineQueue|Command timed out|did not answer within|Redis is not ready|ECONNREFUSED|ECONNRESET|connect_timeout|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|statement timeout|too many clients|the database system is (starting|shutting) down|terminating connection/i.test(
+      message,
+    ) ||
+    (typeof code === 'string' &&
+      /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|57P01|57P03|53300|57014)$/.test(
+        code,
+      )) ||
+    (error.cause !== undefined && isInfrastructureFailure(error.cause))
+  );
+}
+
+/** `extensions.code` of a GraphQL error: the domain code, with the two identities' "who are you" merged. */
+export function graphqlCodeOf(code: ErrorCode): string {
+  if (code === 'VISITOR_UNAUTHENTICATED') return 'UNAUTHENTICATED';
+  if (code === 'INTERNAL') return 'INTERNAL_SERVER_ERROR';
+  return code;
+}

@@ -1,0 +1,145 @@
+import type { IncomingMessage } from 'node:http';
+import { promisify } from 'node:util';
+import { RedisStore } from 'connect-redis';
+import { sign, unsign } from 'cookie-signature';
+import type { Request, RequestHandler } from 'express';
+import session, { MemoryStore, type SessionData, type Store } from 'express-session';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import { badInput } from '../errors.js';
+import type { SessionPort, SessionState } from '../resolvers/session.js';
+import { queryOf, singleHeader } from './request.js';
+
+declare module 'express-session' {
+  interface SessionData extends SessionState {}
+}
+
+const NO_SUCH_SESSION = '-';
+
+/** The session cookie's name (documented in the README). */
+export const SESSION_COOKIE = 'parley.sid';
+
+export interface SessionLayer {
+  /** Turns a `token` header or query parameter into the session cookie, then runs express-session. */
+  middleware: RequestHandler[];
+  /** The Session ID a request carries (token header, token query, cookie — in that order). */
+  sessionIdOf(req: IncomingMessage): string | undefined;
+  /** A SessionPort over the stored Session `sid`, for callers outside an HTTP request (WebSocket). */
+  storedPort(sid: string): Promise<SessionPort | undefined>;
+  store: Store;
+}
+
+export function createSessionLayer(config: Config, redis: Redis | undefined): SessionLayer {
+  const store: Store = redis
+    ? new RedisStore({ client: redis, prefix: 'sess:', ttl: config.sessionTtlSeconds })
+    : new MemoryStore();
+  const secret = config.sessionSecret;
+
+  const sessionIdOf = (req: IncomingMessage): string | undefined => {
+    const explicit = tokenOf(req);
+    if (explicit !== undefined) return explicit;
+    const cookie = cookieValue(req.headers.cookie, SESSION_COOKIE);
+    if (!cookie?.startsWith('s:')) return undefined;
+    const unsigned = unsign(cookie.slice(2), secret);
+    return unsigned === false ? undefined : unsigned;
+  };
+
+  // express-session only reads cookies: present a `token` header/query as the signed cookie.
+  const tokenAsCookie: RequestHandler = (req, _res, next) => {
+    try {
+      const token = tokenOf(req);
+      if (token !== undefined) {
+        const others = (req.headers.cookie ?? '')
+          .split(';')
+          .map((c) => c.trim())
+          .filter((c) => c && !c.startsWith(`${SESSION_COOKIE}=`));
+        req.headers.cookie = [...others, `${SESSION_COOKIE}=${encodeURIComponent(`s:${sign(token, secret)}`)}`].join(
+          '; ',
+        );
+      }
+      next();
+    } catch (error) {
+      next(error);
+    }
+  };
+
+  const sessionMiddleware = session({
+    name: SESSION_COOKIE,
+    secret,
+    store,
+    resave: false,
+    saveUninitialized: false,
+    rolling: true,
+    unset: 'destroy',
+    proxy: config.trustProxy,
+    cookie: {
+      httpOnly: true,
+      sameSite: 'lax',
+      secure: config.env === 'production' ? true : 'auto',
+      maxAge: config.sessionTtlSeconds * 1000,
+      path: '/',
+    },
+  });
+
+  return {
+    middleware: [tokenAsCookie, sessionMiddleware],
+    sessionIdOf,
+    store,
+    async storedPort(sid) {
+      const data = await promisify<string, SessionData | null | undefined>(store.get.bind(store))(sid);
+      if (!data) return undefined;
+      return {
+        id: sid,
+        state: data,
+        regenerate: async () => {
+          throw new Error('a stored session cannot be regenerated outside an HTTP request');
+        },
+        save: () => promisify<string, SessionData, void>(store.set.bind(store))(sid, data),
+        destroy: () => promisify<string, void>(store.destroy.bind(store))(sid),
+      };
+    },
+  };
+}
+
+/** The `token` header, else the `token` query parameter; a repeated or malformed one is refused. */
+function tokenOf(req: IncomingMessage): string | undefined {
+  const header = singleHeader(req, 'token');
+  const query = queryOf(req);
+  const fromQuery = query.getAll('token');
+  if (fromQuery.length > 1 || query.has('token[]')) throw badInput('token must be given once, as a single value');
+  const token = header ?? fromQuery[0];
+  if (token === undefined || token === '') return undefined;
+  // A malformed ID names no Session: look up one that cannot exist rather than fall back to the cookie.
+  if (!/^[A-Za-z0-9_-]{16,128}$/.test(token)) return NO_SUCH_SESSION;
+  return token;
+}
+
+function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(eq + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The domain's view of the Session of an express request. */
+export function requestSessionPort(req: Request): SessionPort {
+  return {
+    get id() {
+      return req.sessionID;
+    },
+    get state() {
+      return (req.session ?? {}) as SessionState;
+    },
+    regenerate: () => promisify((cb: (err?: unknown) => void) => req.session.regenerate(cb))(),
+    save: () => promisify((cb: (err?: unknown) => void) => req.session.save(cb))(),
+    destroy: () =>
+      req.session ? promisify((cb: (err?: unknown) => void) => req.session.destroy(cb))() : Promise.resolve(),
+  };
+}

@@ -1,0 +1,94 @@
+import { eq, sql } from 'drizzle-orm';
+import { verifyPassword } from '../auth/passwords.js';
+import { agents, merchants } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
+import { consumeCaptcha } from './captcha.js';
+import { publishAgentEvent } from './events.js';
+import { agentSessionsKey, type SessionPort } from './session.js';
+import { endSession, TICKET_AGENT } from './viewer.js';
+
+export interface LoginInput {
+  username: string;
+  password: string;
+  captcha: string;
+  cid?: string;
+}
+
+export interface LoginResult {
+  /** The new Session ID, usable as the `token` header or query parameter. */
+  token: string;
+  redirect: string;
+}
+
+/** Where each role lands after login; ticket agents have their own entry. */
+export const WORKBENCH_PATH = '/agent/';
+export const TICKET_ENTRY_PATH = '/agent/ticket';
+
+// Brute-force limits on failed logins: per account (case-folded) and per client address.
+const ACCOUNT_FAILURES = { name: 'login-fail-account', points: 5, durationSeconds: 900, blockSeconds: 900 };
+const IP_FAILURES = { name: 'login-fail-ip', points: 30, durationSeconds: 900, blockSeconds: 900 };
+
+const LOGIN_FAILED_MSG = 'Wrong username or password';
+
+/**
+ * Logs an agent in: the captcha is consumed first (before any password hashing), then the
+ * password is checked at the same cost whether or not the user exists, and on success the
+ * Session is regenerated so the pre-login ID is useless.
+ */
+export async function login(
+  deps: Deps,
+  session: SessionPort,
+  input: LoginInput,
+  clientIp: string,
+): Promise<LoginResult> {
+  await consumeCaptcha(deps, session.id, 'login', input.captcha);
+
+  const account = input.username.trim().toLowerCase();
+  const accountLimiter = deps.rateLimiter(ACCOUNT_FAILURES);
+  const ipLimiter = deps.rateLimiter(IP_FAILURES);
+  const [accountWait, ipWait] = await Promise.all([accountLimiter.isBlocked(account), ipLimiter.isBlocked(clientIp)]);
+
+  const [row] = await deps.db
+    .select({ agent: agents, bid: merchants.bid })
+    .from(agents)
+    .innerJoin(merchants, eq(merchants.id, agents.merchantId))
+    .where(eq(sql`lower(${agents.username})`, account))
+    .limit(1);
+  // Always hash, so a locked account, an unknown user and a wrong password cost the same time.
+  const passwordOk = await verifyPassword(row?.agent.passwordHash, input.password);
+
+  if (accountWait > 0 || ipWait > 0) throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
+  if (!row || !passwordOk) {
+    const failure = () => LOGIN_FAILED_MSG;
+    await Promise.all([
+      accountLimiter.consume(account, failure).catch(() => {}),
+      ipLimiter.consume(clientIp, failure).catch(() => {}),
+    ]);
+    throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
+  }
+  const { agent, bid } = row;
+  if (agent.disabled) throw new DomainError('ACCOUNT_DISABLED', 'This agent account is disabled');
+  await accountLimiter.reset(account);
+
+  await session.regenerate();
+  session.state.createdAt = deps.now();
+  session.state.agent = { agentId: agent.id, merchantId: agent.merchantId, bid, level: agent.level };
+  if (input.cid) session.state.cid = input.cid;
+  await session.save();
+  await deps.kv.addToSet(agentSessionsKey(agent.id), session.id, deps.config.sessionAbsoluteTtlSeconds);
+  await publishAgentEvent(deps, { bid }, 'agent.login', { agent_id: agent.id, nickname: agent.nickname });
+
+  return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
+}
+
+/** Ends the Session; the agent's other Sessions (other browsers) stay. */
+export async function logout(deps: Deps, session: SessionPort): Promise<void> {
+  const identity = session.state.agent;
+  if (!identity) {
+    await session.destroy();
+    return;
+  }
+  await endSession(deps, session, identity.agentId, 'logout');
+  await publishAgentEvent(deps, identity, 'agent.logout', { agent_id: identity.agentId });
+}

@@ -1,0 +1,104 @@
+import { createHash } from 'node:crypto';
+import { and, eq, gt, isNull } from 'drizzle-orm';
+import { type Agent, agents, merchants, visitors, visitorTokens } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { DomainError, notLoggedIn } from '../errors.js';
+import { publishSessionEnded } from './events.js';
+import { agentSessionsKey, type SessionPort } from './session.js';
+
+export interface AgentViewer {
+  kind: 'agent';
+  agentId: string;
+  merchantId: string;
+  bid: string;
+  level: string;
+  agent: Agent;
+  session: SessionPort;
+}
+
+export interface VisitorViewer {
+  kind: 'visitor';
+  visitorId: string;
+  merchantId: string;
+  bid: string;
+  /** The visitor's own real-time channel, the only one it may subscribe to. */
+  channel: string;
+}
+
+export const TICKET_AGENT = 'ticket_agent';
+
+export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+
+/**
+ * The agent of a login Session, checked against the database on every request: a Session past
+ * its absolute lifetime, of a deleted or moved agent, or of a disabled account ends here.
+ */
+export async function requireAgent(deps: Deps, session: SessionPort | undefined): Promise<AgentViewer> {
+  const identity = session?.state.agent;
+  if (!session || !identity) throw notLoggedIn();
+  const age = deps.now() - (session.state.createdAt ?? 0);
+  if (age > deps.config.sessionAbsoluteTtlSeconds * 1000) {
+    await endSession(deps, session, identity.agentId, 'expired');
+    throw notLoggedIn();
+  }
+  const [agent] = await deps.db.select().from(agents).where(eq(agents.id, identity.agentId)).limit(1);
+  if (!agent || agent.merchantId !== identity.merchantId) {
+    await endSession(deps, session, identity.agentId, 'mismatch');
+    throw new DomainError(
+      'SESSION_MISMATCH',
+      'Invalid parameter: this session no longer matches an agent, please log in again',
+    );
+  }
+  if (agent.disabled) {
+    await endSession(deps, session, identity.agentId, 'disabled');
+    throw new DomainError('ACCOUNT_DISABLED', 'This agent account is disabled');
+  }
+  return {
+    kind: 'agent',
+    agentId: agent.id,
+    merchantId: agent.merchantId,
+    bid: identity.bid,
+    level: agent.level,
+    agent,
+    session,
+  };
+}
+
+/** Spec: a `ticket_agent` calling an online-reception endpoint gets HTTP 403. */
+export function requireOnlineReception(viewer: AgentViewer): AgentViewer {
+  if (viewer.level === TICKET_AGENT) {
+    throw new DomainError('FORBIDDEN', 'Online reception is not available to ticket agents; use the ticket entry');
+  }
+  return viewer;
+}
+
+/** Destroys a Session and tells its live subscriptions (on any instance) that it ended. */
+export async function endSession(deps: Deps, session: SessionPort, agentId: string, reason: string) {
+  const sessionId = session.id;
+  await deps.kv.removeFromSet(agentSessionsKey(agentId), sessionId).catch(() => {});
+  await session.destroy();
+  await publishSessionEnded(deps, agentId, [sessionId], reason);
+}
+
+/** The visitor of a `Bearer` token: unexpired, unrevoked, and its merchant's. */
+export async function requireVisitor(deps: Deps, token: string | undefined): Promise<VisitorViewer> {
+  if (!token) throw visitorUnauthenticated();
+  const [row] = await deps.db
+    .select({ visitorId: visitors.id, merchantId: visitors.merchantId, bid: merchants.bid, channel: visitors.channel })
+    .from(visitorTokens)
+    .innerJoin(visitors, eq(visitors.id, visitorTokens.visitorId))
+    .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
+    .where(
+      and(
+        eq(visitorTokens.tokenHash, hashToken(token)),
+        isNull(visitorTokens.revokedAt),
+        gt(visitorTokens.expiresAt, new Date(deps.now())),
+      ),
+    )
+    .limit(1);
+  if (!row) throw visitorUnauthenticated();
+  return { kind: 'visitor', ...row };
+}
+
+const visitorUnauthenticated = () =>
+  new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor token missing, invalid or expired: get a new visitor token');

@@ -1,0 +1,228 @@
+import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
+import { and, asc, eq } from 'drizzle-orm';
+import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
+import { newId, newSecret } from '../ids.js';
+import { publishAgentEvent } from './events.js';
+import { findMerchantByAppkey, isEditable, type UploadLimits, uploadLimitsOf } from './merchant.js';
+import { hashToken, type VisitorViewer } from './viewer.js';
+
+export type Switch = 'on' | 'off';
+
+export interface VisitorAttribute {
+  key: string;
+  label: string;
+  type: string;
+  value: string | number | boolean | null;
+  editable: boolean;
+}
+
+export interface VisitorBootstrap {
+  visitor: {
+    nickname: string;
+    avatar: string;
+    uid: string;
+    lang: string;
+    channel: string;
+    attributes: VisitorAttribute[];
+  };
+  setting: {
+    appname: string;
+    appkey: string;
+    wsAddress: string;
+    uploadLimits: UploadLimits;
+    /** Absent (undefined) when the merchant has not configured the switch. */
+    voice?: Switch;
+    sound?: Switch;
+    uploadFile?: Switch;
+    uploadImg?: Switch;
+    emoji?: Switch;
+    sessionInviteRating: Switch;
+    sessionInviteResolved: Switch;
+    verified: boolean;
+    paid: number;
+  };
+}
+
+/**
+ * The visitor chat page's first call: its profile, the real-time connection settings, the
+ * feature switches and upload limits. Also announces the visitor on `global-{bid}`.
+ */
+export async function loadVisitorBootstrap(
+  deps: Deps,
+  viewer: VisitorViewer,
+  opts: { wsAddress: string },
+): Promise<VisitorBootstrap> {
+  const [[row], attributes] = await Promise.all([
+    deps.db
+      .select({ visitor: visitors, merchant: merchants })
+      .from(visitors)
+      .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
+      .where(and(eq(visitors.id, viewer.visitorId), eq(visitors.merchantId, viewer.merchantId)))
+      .limit(1),
+    deps.db
+      .select({ def: visitorAttributeDefs, value: visitorAttributes.value })
+      .from(visitorAttributes)
+      .innerJoin(
+        visitorAttributeDefs,
+        and(
+          eq(visitorAttributeDefs.key, visitorAttributes.key),
+          eq(visitorAttributeDefs.merchantId, viewer.merchantId),
+        ),
+      )
+      .where(eq(visitorAttributes.visitorId, viewer.visitorId))
+      .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key)),
+  ]);
+  if (!row) throw new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor not found: get a new visitor token');
+  const { visitor, merchant } = row;
+  const s = merchant.switches;
+
+  void publishAgentEvent(deps, merchant, 'visitor.online', { uid: visitor.id, nickname: visitor.nickname });
+
+  return {
+    visitor: {
+      nickname: visitor.nickname,
+      avatar: visitor.avatar,
+      uid: visitor.id,
+      lang: visitor.lang,
+      channel: visitor.channel,
+      attributes: attributes.map(({ def, value }) => ({
+        key: def.key,
+        label: def.label,
+        type: def.type,
+        value: value ?? null,
+        editable: isEditable(def.type, def.editable),
+      })),
+    },
+    setting: {
+      appname: merchant.appname,
+      appkey: merchant.appkey,
+      wsAddress: opts.wsAddress,
+      uploadLimits: uploadLimitsOf(merchant),
+      voice: asSwitch(s.voice),
+      sound: asSwitch(s.sound),
+      uploadFile: asSwitch(s.upload_file),
+      uploadImg: asSwitch(s.upload_img),
+      emoji: asSwitch(s.emoji),
+      sessionInviteRating: asSwitch(s.session_invite_rating) ?? 'off',
+      sessionInviteResolved: asSwitch(s.session_invite_resolved) ?? 'off',
+      verified: merchant.verified,
+      paid: merchant.paid,
+    },
+  };
+}
+
+/** Switches are `on` or `off`; anything else stored is treated as not configured. */
+const asSwitch = (value: string | undefined): Switch | undefined =>
+  value === 'on' || value === 'off' ? value : undefined;
+
+export interface VisitorTokenInput {
+  appkey: string;
+  /** The merchant's own user id, for an identified visitor (with `userHash`). */
+  userId?: string;
+  /** Hex HMAC-SHA256 of `userId` under the merchant's identity secret. */
+  userHash?: string;
+  nickname?: string;
+  lang?: string;
+}
+
+export interface IssuedVisitorToken {
+  token: string;
+  uid: string;
+  expiresIn: number;
+}
+
+const TOKEN_LIMIT = { name: 'visitor-token-ip', points: 30, durationSeconds: 60 };
+
+/**
+ * Issues a visitor token for the merchant of a public `appkey`: a new anonymous visitor, or,
+ * with a valid `userHash`, the same identified visitor (same uid) every time.
+ */
+export async function issueVisitorToken(
+  deps: Deps,
+  input: VisitorTokenInput,
+  clientIp: string,
+): Promise<IssuedVisitorToken> {
+  await deps
+    .rateLimiter(TOKEN_LIMIT)
+    .consume(clientIp, (wait) => `Too many visitor token requests, please wait ${wait} seconds`);
+  const merchant = await findMerchantByAppkey(deps, input.appkey);
+  if (!merchant) throw new DomainError('APPKEY_INVALID', 'Unknown appkey');
+
+  let visitorId: string;
+  if (input.userId !== undefined || input.userHash !== undefined) {
+    if (!input.userId || !input.userHash || !validUserHash(merchant.identitySecret, input.userId, input.userHash)) {
+      throw new DomainError('VISITOR_IDENTITY_INVALID', 'user_hash does not match user_id');
+    }
+    visitorId = await findOrCreateIdentifiedVisitor(deps, merchant.id, input);
+  } else {
+    visitorId = await createVisitor(deps, merchant.id, input);
+  }
+
+  const token = newSecret(32);
+  const expiresIn = deps.config.visitorTokenTtlSeconds;
+  await deps.db.insert(visitorTokens).values({
+    tokenHash: hashToken(token),
+    visitorId,
+    merchantId: merchant.id,
+    expiresAt: new Date(deps.now() + expiresIn * 1000),
+  });
+  return { token, uid: visitorId, expiresIn };
+}
+
+/** Revokes one visitor token; true when it existed and was live. */
+export async function revokeVisitorToken(deps: Deps, token: string): Promise<boolean> {
+  const revoked = await deps.db
+    .update(visitorTokens)
+    .set({ revokedAt: new Date(deps.now()) })
+    .where(eq(visitorTokens.tokenHash, hashToken(token)))
+    .returning({ hash: visitorTokens.tokenHash });
+  return revoked.length > 0;
+}
+
+export function userHashFor(identitySecret: string, userId: string) {
+  return createHmac('sha256', identitySecret).update(userId).digest('hex');
+}
+
+function validUserHash(secret: string, userId: string, userHash: string) {
+  const expected = Buffer.from(userHashFor(secret, userId), 'hex');
+  const given = Buffer.from(userHash.toLowerCase(), 'hex');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+async function createVisitor(deps: Deps, merchantId: string, input: VisitorTokenInput, externalUserId?: string) {
+  const id = newId('v');
+  await deps.db
+    .insert(visitors)
+    .values({
+      id,
+      merchantId,
+      externalUserId,
+      nickname: input.nickname || `Visitor ${randomInt(1000, 10000)}`,
+      lang: input.lang || 'en',
+      channel: `visitor-${newSecret(24)}`,
+    })
+    .onConflictDoNothing();
+  return id;
+}
+
+async function findOrCreateIdentifiedVisitor(
+  deps: Deps,
+  merchantId: string,
+  input: VisitorTokenInput & { userId?: string },
+) {
+  const find = () =>
+    deps.db
+      .select({ id: visitors.id })
+      .from(visitors)
+      .where(and(eq(visitors.merchantId, merchantId), eq(visitors.externalUserId, input.userId as string)))
+      .limit(1);
+  const [existing] = await find();
+  if (existing) return existing.id;
+  // Two first requests at once: the unique index lets one insert win, both read the winner.
+  await createVisitor(deps, merchantId, input, input.userId);
+  const [created] = await find();
+  if (!created) throw new Error('identified visitor vanished after insert');
+  return created.id;
+}

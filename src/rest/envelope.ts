@@ -1,0 +1,44 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { classifyError, restErrorTable } from '../errors.js';
+import type { Logger } from '../log.js';
+
+/** The legacy response shape of every JSON endpoint. */
+export interface Envelope<T = unknown> {
+  code: number;
+  msg: string;
+  data: T;
+}
+
+export function sendOk(res: Response, data: unknown, msg = 'ok', status = 200) {
+  res.status(status).json({ code: 0, msg, data } satisfies Envelope);
+}
+
+/** Sends any thrown value as an envelope; unknown errors are logged and masked. */
+export function sendError(res: Response, error: unknown, log: Logger) {
+  const domain = classifyError(error);
+  if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE') {
+    log.error(
+      { err: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : error },
+      domain.message,
+    );
+  }
+  const { code, status } = restErrorTable[domain.code];
+  if (domain.retryAfterSeconds) res.setHeader('Retry-After', String(domain.retryAfterSeconds));
+  if (res.headersSent) return;
+  res.status(status).json({ code, msg: domain.message, data: [] } satisfies Envelope);
+}
+
+/**
+ * Wraps a handler that returns the envelope's `data`: success becomes `{code:0,msg:"ok",data}`,
+ * a throw becomes the mapped error envelope. A handler that answered itself is left alone.
+ */
+export const envelope =
+  (log: Logger, handler: (req: Request, res: Response) => Promise<unknown>): RequestHandler =>
+  async (req: Request, res: Response, _next: NextFunction) => {
+    try {
+      const data = await handler(req, res);
+      if (!res.headersSent) sendOk(res, data);
+    } catch (error) {
+      sendError(res, error, log);
+    }
+  };

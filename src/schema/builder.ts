@@ -1,0 +1,35 @@
+import SchemaBuilder from '@pothos/core';
+import type { Deps } from '../deps.js';
+import type { SessionPort } from '../resolvers/session.js';
+import type { AgentViewer, VisitorViewer } from '../resolvers/viewer.js';
+
+/** Per-operation context, built the same way for HTTP requests and WebSocket subscriptions. */
+export interface GraphQLContext {
+  deps: Deps;
+  /** The agent of the login Session (cookie, `token` header/query, or socket init `token`). */
+  agent(): Promise<AgentViewer>;
+  /** The visitor of the `Authorization: Bearer` token (header or socket init `authorization`). */
+  visitor(): Promise<VisitorViewer>;
+  /** The HTTP request's Session, for login and logout; absent on sockets. */
+  session?: SessionPort;
+  /** The identity this request or socket presents: `visitor` when it carries a Bearer token, else `agent`. */
+  identity: 'agent' | 'visitor';
+  wsAddress: string;
+  clientIp: string;
+}
+
+export const builder = new SchemaBuilder<{
+  Context: GraphQLContext;
+  DefaultFieldNullability: false;
+  Scalars: { JSON: { Input: unknown; Output: unknown } };
+}>({ defaultFieldNullability: false });
+
+builder.queryType({ description: 'Reads: the two bootstraps and the current agent.' });
+builder.mutationType({ description: 'Writes: agent login/logout and visitor tokens.' });
+builder.subscriptionType({ description: 'Real-time channels.' });
+
+builder.scalarType('JSON', {
+  description: 'Arbitrary JSON, used only where the spec leaves the shape open ("not shown").',
+  serialize: (value) => value,
+  parseValue: (value) => value,
+});

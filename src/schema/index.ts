@@ -1,0 +1,8 @@
+import { builder } from './builder.js';
+import './visitor.js';
+import './workbench.js';
+import './auth.js';
+import './channel.js';
+
+/** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
+export const schema = builder.toSchema({ sortSchema: true });

@@ -1,0 +1,72 @@
+import type { Request } from 'express';
+import { GraphQLError } from 'graphql';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import type { Deps } from '../deps.js';
+import { classifyError, DomainError, graphqlCodeOf } from '../errors.js';
+import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
+import { requestSessionPort } from '../http/session.js';
+import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
+import type { GraphQLContext } from './builder.js';
+import { schema } from './index.js';
+
+/** Server context: the express request, or (for sockets) the context already built by ws.ts. */
+interface ServerContext {
+  req: Request;
+  socketContext?: GraphQLContext;
+}
+
+export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
+
+/**
+ * graphql-yoga over the Pothos schema, mounted in express at /graphql so the Session
+ * middleware has run; sockets reuse it through `getEnveloped` (src/subscriptions/ws.ts).
+ */
+export function createGraphQLServer(deps: Deps): GraphQLServer {
+  const production = deps.config.env === 'production';
+  return createYoga<ServerContext, GraphQLContext>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    landingPage: false,
+    graphiql: !production,
+    logging: false,
+    context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
+    maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
+  });
+}
+
+function httpContext(deps: Deps, req: Request): GraphQLContext {
+  const session = requestSessionPort(req);
+  const bearer = bearerToken(req);
+  return {
+    deps,
+    agent: () => requireAgent(deps, session),
+    visitor: () => requireVisitor(deps, bearer),
+    session,
+    identity: bearer ? 'visitor' : 'agent',
+    wsAddress: wsAddressFor(req, deps.config),
+    clientIp: clientIp(req, deps.config),
+  };
+}
+
+/**
+ * Domain errors keep their message and get `extensions.code` (and the legacy `legacyCode`);
+ * GraphQL's own validation errors pass; anything else is masked as INTERNAL_SERVER_ERROR.
+ */
+export function toGraphQLError(error: unknown, deps: Deps): GraphQLError {
+  const original = error instanceof GraphQLError ? (error.originalError ?? undefined) : error;
+  if (error instanceof GraphQLError && !original) return error;
+  const domain = classifyError(original);
+  if (!(original instanceof DomainError)) {
+    deps.log.error(
+      { err: original instanceof Error ? { message: original.message, stack: original.stack } : original },
+      'graphql resolver failed',
+    );
+  }
+  return new GraphQLError(domain.message, {
+    path: error instanceof GraphQLError ? error.path : undefined,
+    extensions: {
+      code: graphqlCodeOf(domain.code),
+      ...(domain.retryAfterSeconds ? { retryAfter: domain.retryAfterSeconds } : {}),
+    },
+  });
+}

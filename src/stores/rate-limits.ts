@@ -1,0 +1,61 @@
+import type { Redis } from 'ioredis';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { DomainError } from '../errors.js';
+
+export interface Limit {
+  /** Counter name; keys are `<name>:<subject>`. */
+  name: string;
+  points: number;
+  durationSeconds: number;
+  /** Once exhausted, stay blocked this long (defaults to the rest of the window). */
+  blockSeconds?: number;
+}
+
+export interface RateLimiter {
+  /** Counts one attempt; throws RATE_LIMITED with the wait when over the limit. */
+  consume(subject: string, message: (waitSeconds: number) => string): Promise<void>;
+  /** Whether `subject` is currently over the limit, without counting. */
+  isBlocked(subject: string): Promise<number>;
+  reset(subject: string): Promise<void>;
+}
+
+export type RateLimiterFactory = (limit: Limit) => RateLimiter;
+
+/** Limits on Redis (shared by every instance; the client's key prefix applies) or in memory. */
+export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory {
+  return (limit) => {
+    const options = {
+      keyPrefix: `rl:${limit.name}`,
+      points: limit.points,
+      duration: limit.durationSeconds,
+      blockDuration: limit.blockSeconds ?? 0,
+    };
+    const limiter = opts.redis
+      ? new RateLimiterRedis({
+          ...options,
+          storeClient: opts.redis,
+          useRedisPackage: false,
+          rejectIfRedisNotReady: true,
+        })
+      : new RateLimiterMemory(options);
+    return {
+      async consume(subject, message) {
+        try {
+          await limiter.consume(subject);
+        } catch (error) {
+          if (!(error instanceof RateLimiterRes)) throw error;
+          const wait = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
+          throw new DomainError('RATE_LIMITED', message(wait), wait);
+        }
+      },
+      async isBlocked(subject) {
+        const res = await limiter.get(subject);
+        if (!res || res.remainingPoints > 0) return 0;
+        return Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+      },
+      async reset(subject) {
+        await limiter.delete(subject);
+      },
+    };
+  };
+}
