@@ -1,0 +1,115 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentSession, HttpClient, visitorToken } from './support/clients.js';
+import {
+  hasPostgresBinaries,
+  hasRedisServer,
+  type PrivateService,
+  startPrivatePostgres,
+  startPrivateRedis,
+} from './support/private-services.js';
+import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp, type TestStores } from './support/test-app.js';
+
+const timed = async <T>(work: () => Promise<T>) => {
+  const started = Date.now();
+  const result = await work();
+  return { result, ms: Date.now() - started };
+};
+
+async function eventually(check: () => Promise<boolean>, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe.skipIf(!hasRedisServer())('faults: Redis stopped and restarted', () => {
+  let redis: PrivateService;
+  let stores: TestStores;
+  let t: TestApp;
+  beforeAll(async () => {
+    redis = await startPrivateRedis();
+    stores = { ...(await freshStores()), redisUrl: redis.url };
+    t = await startTestApp({ stores });
+  });
+  afterAll(async () => {
+    await t?.stop();
+    await stores?.drop().catch(() => {});
+    await redis?.destroy();
+  });
+
+  it('answers 503 envelopes within 2 s while Redis is down, stays up, and recovers with no restart', async () => {
+    const { client } = await agentSession(t.url, 'alice');
+    expect((await client.json('/agent/data/get')).body.code).toBe(0);
+
+    await redis.stop();
+    const down = await timed(() => client.json('/agent/data/get'));
+    expect(down.ms).toBeLessThan(2000);
+    expect(down.result.status).toBe(503);
+    expect(down.result.body).toMatchObject({ code: 1503, data: [] });
+    expect(down.result.body.msg).not.toMatch(/redis|ECONN|stack/i);
+
+    const ready = await fetch(`${t.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ status: 'unavailable', redis: 'unavailable' });
+    expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
+
+    const captcha = await timed(() => new HttpClient(t.url).request('/agent/login/logincaptcha'));
+    expect(captcha.ms).toBeLessThan(2000);
+    expect(captcha.result.status).toBe(503);
+
+    await redis.start();
+    await eventually(async () => (await fetch(`${t.url}/readyz`)).status === 200);
+    // Redis kept its data (append-only file): the Session is still valid.
+    expect((await client.json('/agent/data/get')).body.code).toBe(0);
+  });
+
+  it('publishing while Redis is down answers 503 rather than losing the event silently', async () => {
+    await redis.stop();
+    try {
+      const res = await fetch(`${t.url}/internal/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${INTERNAL_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ channel: 'global-demo', event: 'test', data: {} }),
+      });
+      expect(res.status).toBe(503);
+    } finally {
+      await redis.start();
+      await eventually(async () => (await fetch(`${t.url}/readyz`)).status === 200);
+    }
+  });
+});
+
+describe.skipIf(!hasPostgresBinaries())('faults: PostgreSQL stopped and restarted', () => {
+  let pg: PrivateService;
+  let t: TestApp;
+  beforeAll(async () => {
+    pg = await startPrivatePostgres();
+    const stores = await freshStores();
+    t = await startTestApp({ stores: { ...stores, databaseUrl: pg.url } });
+  });
+  afterAll(async () => {
+    await t?.stop();
+    await pg?.destroy();
+  });
+
+  it('answers 503 with bounded time while PostgreSQL is down and recovers when it is back', async () => {
+    const visitor = await visitorToken(t.url);
+    const bootstrap = () =>
+      new HttpClient(t.url).json('/visitor/data/get', { headers: { authorization: `Bearer ${visitor.token}` } });
+    expect((await bootstrap()).body.code).toBe(0);
+
+    await pg.stop();
+    const down = await timed(bootstrap);
+    expect(down.ms).toBeLessThan(6000);
+    expect(down.result.status).toBe(503);
+    expect(down.result.body).toMatchObject({ code: 1503, data: [] });
+    const ready = await fetch(`${t.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ database: 'unavailable' });
+
+    await pg.start();
+    await eventually(async () => (await bootstrap()).body.code === 0);
+    expect((await fetch(`${t.url}/readyz`)).status).toBe(200);
+  });
+});
