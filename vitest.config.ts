@@ -6,7 +6,7 @@ const require = createRequire(import.meta.url);
 export default defineConfig({
   resolve: {
     // One copy of graphql, or schema objects from two realms fail instanceof checks.
-    alias: { graphql: require.resolve('graphql').replace(/index\.js$/, 'index.mjs') },
+    alias: { graphql: require.resolve('graphql') },
   },
   test: {
     include: ['test/**/*.test.ts'],
