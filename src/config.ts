@@ -28,6 +28,10 @@ export interface Config {
   presenceGraceSeconds: number;
   channelHistorySize: number;
   visitorTokenTtlSeconds: number;
+  /** Serve Prometheus metrics at /metrics. */
+  metricsEnabled: boolean;
+  /** Create OpenTelemetry spans (for a tracer provider registered by the process). */
+  otelEnabled: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -72,6 +76,8 @@ const envSchema = z.object({
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
   VISITOR_TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(30 * 86400),
+  METRICS_ENABLED: bool.default('on'),
+  OTEL_ENABLED: bool.default('off'),
 });
 
 /** A throwaway secret for development; production refuses to start without a real one. */
@@ -131,5 +137,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,
     channelHistorySize: e.CHANNEL_HISTORY_SIZE,
     visitorTokenTtlSeconds: e.VISITOR_TOKEN_TTL_SECONDS,
+    metricsEnabled: e.METRICS_ENABLED,
+    otelEnabled: e.OTEL_ENABLED,
   };
 }
