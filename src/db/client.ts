@@ -19,7 +19,30 @@ export interface Database {
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query within `timeoutMs`. */
   ping(timeoutMs?: number): Promise<void>;
+  /**
+   * Calls `listener` with the SQL text of every statement run through `db` (not the migrator);
+   * returns the function that stops it. For query-count checks and diagnostics.
+   */
+  onQuery(listener: QueryListener): () => void;
   close(): Promise<void>;
+}
+
+export type QueryListener = (sql: string) => void;
+
+/** A drizzle logger that forwards every statement to the listeners currently registered. */
+function queryListeners() {
+  const listeners = new Set<QueryListener>();
+  return {
+    logger: {
+      logQuery(query: string) {
+        for (const listener of listeners) listener(query);
+      },
+    },
+    onQuery(listener: QueryListener) {
+      listeners.add(listener);
+      return () => void listeners.delete(listener);
+    },
+  };
 }
 
 const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url));
@@ -40,10 +63,12 @@ function openPostgres(url: string): Database {
     onnotice: () => {},
     connection: { statement_timeout: 10_000 },
   });
-  const db = drizzlePostgres(client, { schema }) as unknown as Db;
+  const queries = queryListeners();
+  const db = drizzlePostgres(client, { schema, logger: queries.logger }) as unknown as Db;
   return {
     db,
     kind: 'postgres',
+    onQuery: queries.onQuery,
     async migrate() {
       // drizzle's migrator takes no lock: hold an advisory lock on a one-connection client, so
       // instances starting together apply the migrations once, one after the other.
@@ -68,10 +93,12 @@ function openPostgres(url: string): Database {
 async function openPglite(dir: string): Promise<Database> {
   if (!dir.startsWith('memory://')) mkdirSync(dir, { recursive: true });
   const client = await PGlite.create(dir);
-  const db = drizzlePglite(client, { schema }) as unknown as Db;
+  const queries = queryListeners();
+  const db = drizzlePglite(client, { schema, logger: queries.logger }) as unknown as Db;
   return {
     db,
     kind: 'pglite',
+    onQuery: queries.onQuery,
     // PGlite is single-process: nobody else can migrate at the same time.
     migrate: () => migratePglite(drizzlePglite(client), { migrationsFolder }),
     ping: (timeoutMs = 2000) =>
