@@ -5,7 +5,7 @@ import type { Config } from './config.js';
 import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError } from './errors.js';
-import { createSessionLayer } from './http/session.js';
+import { createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger, redactUrl } from './log.js';
 import { pageRoutes } from './pages/routes.js';
 import { agentRoutes } from './rest/agent.js';
@@ -22,6 +22,8 @@ export const MAX_BODY = '64kb';
 export interface App {
   server: Server;
   deps: Deps;
+  /** The agent Session store and middleware (tests read a Session's state through `storedPort`). */
+  sessions: SessionLayer;
   /** Migrates, seeds demo data when configured, and listens. Resolves with the bound port. */
   start(): Promise<number>;
   /** Graceful shutdown: stop accepting, finish in-flight requests, close sockets and stores. */
@@ -66,6 +68,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   return {
     server,
     deps,
+    sessions,
     async start() {
       await deps.database.migrate();
       if (config.demoSeed) await seedDemoDataIfEmpty(deps);

@@ -13,6 +13,17 @@ export const CAPTCHA_TTL_SECONDS = 300;
 const captchaKey = (purpose: CaptchaPurpose, sessionId: string) => `captcha:${purpose}:${sessionId}`;
 
 /**
+ * Stored as `<expiresAt ms>:<answer>`: the store's own TTL cleans up, while the expiry itself
+ * is judged by the domain clock (deps.now), the same clock every other lifetime uses.
+ */
+const encode = (answer: string, expiresAt: number) => `${expiresAt}:${answer.toLowerCase()}`;
+function decode(stored: string | null): { answer: string; expiresAt: number } | undefined {
+  const colon = stored?.indexOf(':') ?? -1;
+  if (!stored || colon < 1) return undefined;
+  return { expiresAt: Number(stored.slice(0, colon)), answer: stored.slice(colon + 1) };
+}
+
+/**
  * Draws a new captcha for `purpose` and ties its answer to the Session, replacing (and so
  * invalidating) any earlier one. Returns the JPEG; the answer never leaves the server.
  */
@@ -23,7 +34,8 @@ export async function issueCaptcha(deps: Deps, session: SessionPort, purpose: Ca
     await session.save();
   }
   const { answer, jpeg } = await renderCaptcha(deps.config.captchaTestAnswer);
-  await deps.kv.set(captchaKey(purpose, session.id), answer.toLowerCase(), CAPTCHA_TTL_SECONDS);
+  const expiresAt = deps.now() + CAPTCHA_TTL_SECONDS * 1000;
+  await deps.kv.set(captchaKey(purpose, session.id), encode(answer, expiresAt), CAPTCHA_TTL_SECONDS);
   return jpeg;
 }
 
@@ -32,10 +44,18 @@ export async function issueCaptcha(deps: Deps, session: SessionPort, purpose: Ca
  * right or wrong it is gone, so of parallel requests carrying one answer at most one passes.
  */
 export async function consumeCaptcha(deps: Deps, sessionId: string, purpose: CaptchaPurpose, given: string) {
-  const expected = await deps.kv.take(captchaKey(purpose, sessionId));
-  if (!expected || !sameText(expected, given.trim().toLowerCase())) {
-    throw new DomainError('CAPTCHA_INVALID', 'Wrong or expired captcha, please enter the new one');
-  }
+  const stored = decode(await deps.kv.take(captchaKey(purpose, sessionId)));
+  const ok =
+    stored !== undefined && stored.expiresAt > deps.now() && sameText(stored.answer, given.trim().toLowerCase());
+  if (!ok) throw new DomainError('CAPTCHA_INVALID', 'Wrong or expired captcha, please enter the new one');
+}
+
+/**
+ * The answer currently waiting for `purpose` in the Session, without consuming it. For tests
+ * and diagnostics on the server only: no adapter may ever send or log it.
+ */
+export async function peekCaptchaAnswer(deps: Deps, sessionId: string, purpose: CaptchaPurpose) {
+  return decode(await deps.kv.get(captchaKey(purpose, sessionId)))?.answer;
 }
 
 function sameText(a: string, b: string) {
