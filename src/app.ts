@@ -4,10 +4,11 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Config } from './config.js';
 import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
-import { DomainError } from './errors.js';
+import { DomainError, serviceUnavailable } from './errors.js';
 import { createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger, redactUrl } from './log.js';
 import { pageRoutes } from './pages/routes.js';
+import { securityHeaders } from './pages/security-headers.js';
 import { agentRoutes } from './rest/agent.js';
 import { sendError } from './rest/envelope.js';
 import { healthRoutes } from './rest/health.js';
@@ -18,6 +19,8 @@ import { createSubscriptionServer } from './subscriptions/ws.js';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
 export const MAX_BODY = '64kb';
+/** No request waits longer than this (e.g. for an exhausted database pool): it gets a 503. */
+export const REQUEST_DEADLINE_MS = 10_000;
 
 export interface App {
   server: Server;
@@ -42,6 +45,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
   app.use(requestLog(log));
+  app.use(securityHeaders(config));
+  app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
   app.use(healthRoutes(deps));
   const bodies = [express.urlencoded({ extended: false, limit: MAX_BODY }), express.json({ limit: MAX_BODY })];
   app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
@@ -105,6 +110,22 @@ function bodyError(error: unknown): unknown {
   }
   if (type === 'parameters.too.many') return new DomainError('BAD_USER_INPUT', 'Too many parameters');
   return error;
+}
+
+/**
+ * Answers 503 when a request has not been answered in `ms`, so a stalled backing service never
+ * leaves a caller hanging; whatever the handler produces later is dropped. Event streams are
+ * exempt (they are meant to stay open).
+ */
+function requestDeadline(ms: number, log: Logger) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    if ((req.headers.accept ?? '').includes('text/event-stream')) return next();
+    const timer = setTimeout(() => {
+      if (!res.headersSent) sendError(res, serviceUnavailable('The service'), log);
+    }, ms);
+    res.on('close', () => clearTimeout(timer));
+    next();
+  };
 }
 
 /** One JSON line per request; secrets in the URL are redacted and no header is logged. */
