@@ -3,8 +3,10 @@ import { createSmsDriver, type SmsDriver } from './auth/sms-driver.js';
 import type { Config } from './config.js';
 import { type Database, openDatabase } from './db/client.js';
 import type { Logger } from './log.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
 import { type EventBus, memoryEventBus, redisEventBus } from './stores/bus.js';
 import { type KeyValueStore, memoryKeyValueStore, redisKeyValueStore } from './stores/kv.js';
+import { memoryPresenceStore, type PresenceStore, redisPresenceStore } from './stores/presence-store.js';
 import { type RateLimiterFactory, rateLimiterFactory } from './stores/rate-limits.js';
 import { connectRedis, redisReady } from './stores/redis.js';
 
@@ -17,9 +19,13 @@ export interface Deps {
   redis?: Redis;
   kv: KeyValueStore;
   bus: EventBus;
+  /** Agents' live connections and published states (src/resolvers/presence.ts). */
+  presence: PresenceStore;
   rateLimiter: RateLimiterFactory;
   sms: SmsDriver;
   log: Logger;
+  /** Counters and gauges the domain and adapters report to (no-ops when METRICS_ENABLED is off). */
+  metrics: Metrics;
   now: () => number;
 }
 
@@ -47,6 +53,7 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
     redis,
     kv: redis ? redisKeyValueStore(redis) : memoryKeyValueStore(),
     bus,
+    presence: redis ? redisPresenceStore(redis) : memoryPresenceStore(),
     rateLimiter: rateLimiterFactory({ redis }),
     sms: createSmsDriver({
       driver: config.smsDriver,
@@ -55,6 +62,7 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
       printCode: config.env === 'development',
     }),
     log,
+    metrics: createMetrics({ enabled: config.metricsEnabled }),
     now: Date.now,
     async close() {
       await bus.close();

@@ -1,0 +1,198 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Why a login attempt failed; a fixed set, so it can be a metric label. */
+export type LoginFailureReason = 'captcha' | 'credentials' | 'locked' | 'disabled';
+/** Why an event did not reach (all) its subscribers. */
+export type EventDropReason = 'publish_failed' | 'history_gap' | 'slow_consumer';
+export type Backend = 'postgres' | 'redis';
+
+/**
+ * The gateway's metrics, as plain methods: the domain (src/resolvers/) and the adapters call
+ * these without knowing prom-client. Every label value is either from a fixed set or a route
+ * pattern / schema field name, never raw input, so no token or id can become a label.
+ */
+export interface Metrics {
+  /** One finished HTTP request; `route` is the matched pattern (`/agent/data/get`), never the raw URL. */
+  httpRequest(method: string, route: string, status: number, seconds: number): void;
+  /** One GraphQL operation executed; `field` is its first root field (a schema name). */
+  graphqlOperation(type: string, field: string): void;
+  /** One GraphQL error; `code` is the `extensions.code` the client saw. */
+  graphqlError(type: string, field: string, code: string): void;
+  socketOpened(): void;
+  socketClosed(): void;
+  subscriptionStarted(): void;
+  subscriptionEnded(): void;
+  eventPublished(): void;
+  eventDelivered(): void;
+  eventDropped(reason: EventDropReason): void;
+  loginFailed(reason: LoginFailureReason): void;
+  /** A brute-force lock was imposed on an account or a client address. */
+  loginLocked(scope: 'account' | 'ip'): void;
+  captchaIssued(purpose: string): void;
+  smsSent(outcome: 'sent' | 'failed'): void;
+  /** A probe run at every scrape: `parley_backend_up{backend}` is 1 when it resolves in time. */
+  addHealthProbe(backend: Backend, probe: () => Promise<unknown>): void;
+  /** The Prometheus text exposition; empty when metrics are disabled. */
+  render(): Promise<string>;
+  readonly contentType: string;
+  readonly enabled: boolean;
+}
+
+/** HTTP latency buckets (seconds): from a cached read to a slow login with argon2 and a cold database. */
+const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * Metrics of one gateway instance in a registry of its own (several apps in one test process
+ * never collide). With `enabled: false` every method is a no-op and `render()` is empty.
+ */
+export function createMetrics(opts: { enabled: boolean }): Metrics {
+  if (!opts.enabled) return disabledMetrics();
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+
+  const http = new Histogram({
+    name: 'parley_http_request_duration_seconds',
+    help: 'HTTP request latency by method, route pattern and status code.',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: HTTP_BUCKETS,
+    registers,
+  });
+  const operations = new Counter({
+    name: 'parley_graphql_operations_total',
+    help: 'GraphQL operations executed, by operation type and root field.',
+    labelNames: ['operation_type', 'field'] as const,
+    registers,
+  });
+  const graphqlErrors = new Counter({
+    name: 'parley_graphql_errors_total',
+    help: 'GraphQL errors returned, by operation type, root field and extensions.code.',
+    labelNames: ['operation_type', 'field', 'code'] as const,
+    registers,
+  });
+  const sockets = new Gauge({
+    name: 'parley_websocket_connections',
+    help: 'Open WebSocket (graphql-ws) connections.',
+    registers,
+  });
+  const subscriptions = new Gauge({
+    name: 'parley_subscriptions_active',
+    help: 'Active GraphQL subscriptions (channel listeners).',
+    registers,
+  });
+  const published = new Counter({
+    name: 'parley_events_published_total',
+    help: 'Channel events published from this instance.',
+    registers,
+  });
+  const delivered = new Counter({
+    name: 'parley_events_delivered_total',
+    help: 'Channel events handed to a subscriber on this instance (one per subscriber).',
+    registers,
+  });
+  const dropped = new Counter({
+    name: 'parley_events_dropped_total',
+    help: 'Channel events lost: publish failures, history gaps seen by resuming clients, slow consumers cut off.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const loginFailures = new Counter({
+    name: 'parley_login_failures_total',
+    help: 'Failed agent logins, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const loginLocks = new Counter({
+    name: 'parley_login_lockouts_total',
+    help: 'Brute-force locks imposed on an account or a client address.',
+    labelNames: ['scope'] as const,
+    registers,
+  });
+  const captchas = new Counter({
+    name: 'parley_captchas_issued_total',
+    help: 'Graphic captchas issued, by purpose (login, join).',
+    labelNames: ['purpose'] as const,
+    registers,
+  });
+  const sms = new Counter({
+    name: 'parley_sms_sends_total',
+    help: 'SMS verification codes handed to the SMS driver, by outcome.',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+
+  const probes = new Map<Backend, () => Promise<unknown>>();
+  new Gauge({
+    name: 'parley_backend_up',
+    help: 'Whether a backing service (postgres, redis) answered a ping within 2 s at this scrape.',
+    labelNames: ['backend'] as const,
+    registers,
+    async collect() {
+      await Promise.all(
+        [...probes].map(async ([backend, probe]) => {
+          const up = await withTimeout(probe(), 2000).then(
+            () => 1,
+            () => 0,
+          );
+          this.set({ backend }, up);
+        }),
+      );
+    },
+  });
+
+  return {
+    enabled: true,
+    contentType: registry.contentType,
+    httpRequest: (method, route, status, seconds) =>
+      http.observe({ method, route, status_code: String(status) }, seconds),
+    graphqlOperation: (type, field) => operations.inc({ operation_type: type, field }),
+    graphqlError: (type, field, code) => graphqlErrors.inc({ operation_type: type, field, code }),
+    socketOpened: () => sockets.inc(),
+    socketClosed: () => sockets.dec(),
+    subscriptionStarted: () => subscriptions.inc(),
+    subscriptionEnded: () => subscriptions.dec(),
+    eventPublished: () => published.inc(),
+    eventDelivered: () => delivered.inc(),
+    eventDropped: (reason) => dropped.inc({ reason }),
+    loginFailed: (reason) => loginFailures.inc({ reason }),
+    loginLocked: (scope) => loginLocks.inc({ scope }),
+    captchaIssued: (purpose) => captchas.inc({ purpose }),
+    smsSent: (outcome) => sms.inc({ outcome }),
+    addHealthProbe: (backend, probe) => {
+      probes.set(backend, probe);
+    },
+    render: () => registry.metrics(),
+  };
+}
+
+function disabledMetrics(): Metrics {
+  const noop = () => {};
+  return {
+    enabled: false,
+    contentType: 'text/plain; version=0.0.4; charset=utf-8',
+    httpRequest: noop,
+    graphqlOperation: noop,
+    graphqlError: noop,
+    socketOpened: noop,
+    socketClosed: noop,
+    subscriptionStarted: noop,
+    subscriptionEnded: noop,
+    eventPublished: noop,
+    eventDelivered: noop,
+    eventDropped: noop,
+    loginFailed: noop,
+    loginLocked: noop,
+    captchaIssued: noop,
+    smsSent: noop,
+    addHealthProbe: noop,
+    render: async () => '',
+  };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
