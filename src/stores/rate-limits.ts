@@ -23,7 +23,12 @@ export type RateLimiterFactory = (limit: Limit) => RateLimiter;
 
 /** Limits on Redis (shared by every instance; the client's key prefix applies) or in memory. */
 export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory {
+  // One limiter per limit: a memory limiter made afresh on every call would forget every count.
+  const made = new Map<string, RateLimiter>();
   return (limit) => {
+    const id = `${limit.name}:${limit.points}:${limit.durationSeconds}:${limit.blockSeconds ?? 0}`;
+    const existing = made.get(id);
+    if (existing) return existing;
     const options = {
       keyPrefix: `rl:${limit.name}`,
       points: limit.points,
@@ -38,7 +43,7 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
           rejectIfRedisNotReady: true,
         })
       : new RateLimiterMemory(options);
-    return {
+    const rateLimiter: RateLimiter = {
       async consume(subject, message) {
         try {
           await limiter.consume(subject);
@@ -57,5 +62,7 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
         await limiter.delete(subject);
       },
     };
+    made.set(id, rateLimiter);
+    return rateLimiter;
   };
 }
