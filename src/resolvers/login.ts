@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import { verifyPassword } from '../auth/passwords.js';
 import { agents, merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
-import { DomainError } from '../errors.js';
+import { DomainError, notLoggedIn } from '../errors.js';
 import { consumeCaptcha } from './captcha.js';
 import { publishAgentEvent } from './events.js';
 import { agentSessionsKey, type SessionPort } from './session.js';
@@ -82,12 +82,15 @@ export async function login(
   return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
 }
 
-/** Ends the Session; the agent's other Sessions (other browsers) stay. */
+/**
+ * Ends the Session; the agent's other Sessions (other browsers) stay. Without a logged-in
+ * Session it is the guard's usual "please log in" (any leftover anonymous Session goes too).
+ */
 export async function logout(deps: Deps, session: SessionPort): Promise<void> {
   const identity = session.state.agent;
   if (!identity) {
     await session.destroy();
-    return;
+    throw notLoggedIn();
   }
   await endSession(deps, session, identity.agentId, 'logout');
   await publishAgentEvent(deps, identity, 'agent.logout', { agent_id: identity.agentId });

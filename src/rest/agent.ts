@@ -1,7 +1,7 @@
 import { type Request, type Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { clientIp, wsAddressFor } from '../http/request.js';
-import { requestSessionPort } from '../http/session.js';
+import { requestSessionPort, SESSION_COOKIE } from '../http/session.js';
 import { type CaptchaPurpose, issueCaptcha } from '../resolvers/captcha.js';
 import { loginInput, parseInput, smsCaptchaInput, smsVerifyInput } from '../resolvers/inputs.js';
 import { login, logout } from '../resolvers/login.js';
@@ -60,8 +60,9 @@ export function agentRoutes(deps: Deps): Router {
 
   router.post(
     '/logout',
-    json(async (req) => {
+    json(async (req, res) => {
       await logout(deps, requestSessionPort(req));
+      res.clearCookie(SESSION_COOKIE, { path: '/' });
       return [];
     }),
   );
