@@ -1,14 +1,122 @@
-import { Router } from 'express';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import express, { type Request, type Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
+import { requestSessionPort } from '../http/session.js';
+import { TICKET_ENTRY_PATH, WORKBENCH_PATH } from '../resolvers/login.js';
+import { type AgentViewer, requireAgent, requireOnlineReception } from '../resolvers/viewer.js';
 import { sendError } from '../rest/envelope.js';
 
-/** Browser pages. TODO(pages issue): the real pages. */
+const here = dirname(fileURLToPath(import.meta.url));
+const ASSETS_DIR = join(here, 'assets');
+const VIEWS_DIR = join(here, 'views');
+export const LOGIN_PAGE_PATH = '/agent/login';
+
+// The graphql-ws browser client: dist/client.js and the one shared chunk it imports.
+const GRAPHQL_WS_DIST = dirname(createRequire(import.meta.url).resolve('graphql-ws/client'));
+const GRAPHQL_WS_FILE = /^\/(client|common-[A-Za-z0-9_-]+)\.js$/;
+
+/**
+ * The browser pages: agent login and registration, the workbench, the ticket entry and the
+ * visitor chat demo, with their static assets. Pages hold no data of their own: they call the
+ * same JSON endpoints and WebSocket as any other client.
+ */
 export function pageRoutes(deps: Deps): Router {
   const router = Router();
+  const views = loadViews();
+  const page = (res: Response, name: keyof typeof views, vars: Record<string, string> = {}) => {
+    res.set({ 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store' });
+    res.send(render(views[name], vars));
+  };
+
+  router.use('/assets/vendor/graphql-ws', (req, res, next) => {
+    if (!GRAPHQL_WS_FILE.test(req.path)) return next();
+    res.sendFile(join(GRAPHQL_WS_DIST, req.path), { headers: { 'Content-Type': 'text/javascript; charset=utf-8' } });
+  });
+  // Revalidated on every load (ETag), so a deploy is picked up at once.
+  const revalidate = { index: false, redirect: false, cacheControl: false } as const;
+  router.use(
+    '/assets',
+    (_req, res, next) => {
+      res.set('Cache-Control', 'no-cache');
+      next();
+    },
+    express.static(ASSETS_DIR, revalidate),
+  );
+
+  // The agent of this request's Session, or undefined when there is none (or it is no longer valid).
+  const agentOf = async (req: Request): Promise<AgentViewer | undefined> => {
+    if (!req.session?.agent) return undefined;
+    try {
+      return await requireAgent(deps, requestSessionPort(req));
+    } catch {
+      return undefined;
+    }
+  };
+  const entryOf = (viewer: AgentViewer) => {
+    try {
+      requireOnlineReception(viewer);
+      return WORKBENCH_PATH;
+    } catch {
+      return TICKET_ENTRY_PATH;
+    }
+  };
+
+  router.get(LOGIN_PAGE_PATH, async (req, res) => {
+    const viewer = await agentOf(req);
+    if (viewer) return res.redirect(303, entryOf(viewer));
+    page(res, 'login');
+  });
+
+  router.get('/agent/join', (_req, res) => {
+    page(res, 'join', { smsRegistration: deps.config.smsRegistration ? 'on' : 'off' });
+  });
+
+  // Spec: GET /agent/ with no login Session redirects to the login page; a ticket agent goes to its entry.
+  router.get(WORKBENCH_PATH, async (req, res) => {
+    const viewer = await agentOf(req);
+    if (!viewer) return res.redirect(303, LOGIN_PAGE_PATH);
+    if (entryOf(viewer) !== WORKBENCH_PATH) return res.redirect(303, TICKET_ENTRY_PATH);
+    page(res, 'workbench');
+  });
+
+  router.get(TICKET_ENTRY_PATH, async (req, res) => {
+    const viewer = await agentOf(req);
+    if (!viewer) return res.redirect(303, LOGIN_PAGE_PATH);
+    page(res, 'ticket', { nickname: viewer.agent.nickname });
+  });
+
+  router.get('/visitor/', (_req, res) => page(res, 'visitor'));
+
   // Unknown JSON under /agent/*: not logged in → -1 (spec), logged in → 404.
   router.use('/agent', (req, res) => {
     sendError(res, req.session?.agent ? new DomainError('NOT_FOUND', 'Not found') : notLoggedIn(), deps.log);
   });
   return router;
+}
+
+function loadViews() {
+  const read = (name: string) => readFileSync(join(VIEWS_DIR, `${name}.html`), 'utf8');
+  return {
+    login: read('login'),
+    join: read('join'),
+    workbench: read('workbench'),
+    ticket: read('ticket'),
+    visitor: read('visitor'),
+  };
+}
+
+/** Fills `{{name}}` placeholders with HTML-escaped values; unknown placeholders become empty. */
+export function render(template: string, vars: Record<string, string>): string {
+  return template.replace(/\{\{(\w+)\}\}/g, (_m, name: string) => escapeHtml(vars[name] ?? ''));
+}
+
+export function escapeHtml(value: string): string {
+  return value.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
+  );
 }

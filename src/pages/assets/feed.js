@@ -1,0 +1,73 @@
+import { el } from '/assets/api.js';
+
+/** Most entries a feed keeps on screen; older ones are dropped. */
+const MAX_ENTRIES = 200;
+
+const timeOf = (iso) => {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? '' : date.toLocaleTimeString();
+};
+
+const summary = (data) => {
+  if (data === undefined || data === null) return '';
+  const text = typeof data === 'string' ? data : JSON.stringify(data);
+  return text.length > 400 ? `${text.slice(0, 400)}…` : text;
+};
+
+/** A `role="log"` list of channel events and connection notes, newest at the bottom. */
+export function eventFeed(list) {
+  const add = (item) => {
+    list.append(item);
+    while (list.children.length > MAX_ENTRIES) list.firstElementChild?.remove();
+    item.scrollIntoView?.({ block: 'nearest' });
+  };
+  return {
+    event(event) {
+      add(
+        el(
+          'li',
+          { className: 'event', 'data-event': event.event, 'data-event-id': event.id, 'data-channel': event.channel },
+          el('time', { datetime: event.at, text: timeOf(event.at) }),
+          ' ',
+          el('span', { className: 'event-name', text: event.event }),
+          ' ',
+          el('span', { className: 'event-channel', text: `on ${event.channel}` }),
+          el('code', { className: 'event-data', text: summary(event.data) }),
+        ),
+      );
+    },
+    note(text, kind = 'note') {
+      const now = new Date();
+      add(
+        el(
+          'li',
+          { className: `feed-note ${kind}`, 'data-note': kind },
+          el('time', { datetime: now.toISOString(), text: now.toLocaleTimeString() }),
+          ' ',
+          el('span', { text }),
+        ),
+      );
+    },
+  };
+}
+
+/** Shows a connection state in a `role="status"` element (its `data-state` drives the colour). */
+export function showConnection(node, status) {
+  const text = {
+    connecting: 'Connecting…',
+    live: 'Live',
+    resubscribed: 'Live again (resubscribed)',
+    reconnecting: `Connection lost, reconnecting${status.attempt > 1 ? ` (attempt ${status.attempt})` : ''}…`,
+    closed: 'Disconnected',
+  }[status.state];
+  if (!text) return;
+  const state = status.state === 'resubscribed' ? 'live' : status.state;
+  node.dataset.state = state;
+  node.textContent = text;
+}
+
+/** "agent-x since 1-0, global-y from the start": what a resubscription resumed after. */
+export const describeSince = (since) =>
+  Object.entries(since)
+    .map(([channel, id]) => (id ? `${channel} since ${id}` : `${channel} from now`))
+    .join(', ');

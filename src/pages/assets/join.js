@@ -1,0 +1,129 @@
+import { byId, callJson, captchaControl, say } from '/assets/api.js';
+
+const smsOn = document.body.dataset.smsRegistration === 'on';
+const form = byId('join-form');
+const error = byId('join-error');
+const status = byId('join-status');
+const mobile = byId('mobile');
+const smsCode = byId('sms-code');
+const sendButton = byId('sms-send');
+const countdown = byId('sms-countdown');
+const captchaInput = byId('captcha');
+const captcha = captchaControl({
+  image: byId('captcha-image'),
+  button: byId('captcha-reload'),
+  input: captchaInput,
+  endpoint: '/agent/login/joincaptcha',
+});
+
+/** Seconds to wait before another SMS may be asked for after a successful send. */
+const RESEND_SECONDS = 60;
+const MOBILE = /^1[3-9]\d{9}$/;
+
+if (!smsOn) {
+  byId('sms-off').hidden = false;
+  byId('join-fields').disabled = true;
+}
+
+let timer;
+/** Disables the send button for `seconds`, showing what is left. */
+function startCountdown(seconds) {
+  clearInterval(timer);
+  let left = Math.max(1, Math.ceil(seconds));
+  const tick = () => {
+    if (left <= 0) {
+      clearInterval(timer);
+      sendButton.disabled = false;
+      sendButton.textContent = 'Send SMS code';
+      countdown.textContent = '';
+      return;
+    }
+    sendButton.disabled = true;
+    sendButton.textContent = `Resend in ${left} s`;
+    left -= 1;
+  };
+  tick();
+  timer = setInterval(tick, 1000);
+}
+
+/** How long the server asked us to wait: the Retry-After header, else a number in the message. */
+function waitSeconds(headers, msg) {
+  const header = Number(headers.get('Retry-After'));
+  if (Number.isFinite(header) && header > 0) return header;
+  const inMsg = Number(/(\d+)\s*(s|sec|second)/i.exec(msg ?? '')?.[1]);
+  return Number.isFinite(inMsg) && inMsg > 0 ? inMsg : RESEND_SECONDS;
+}
+
+function checkMobile() {
+  if (MOBILE.test(mobile.value.trim())) return true;
+  say(error, 'Please enter a mainland-China mobile number: 11 digits starting with 13 to 19.');
+  mobile.focus();
+  return false;
+}
+
+sendButton.addEventListener('click', async () => {
+  say(status, '');
+  if (!checkMobile()) return;
+  if (!captchaInput.value.trim()) {
+    say(error, 'Please enter the captcha first: it is needed to send an SMS code.');
+    captchaInput.focus();
+    return;
+  }
+  say(error, '');
+  sendButton.disabled = true;
+  try {
+    const { headers, body } = await callJson('/agent/login/smscaptcha', {
+      method: 'POST',
+      form: { mobile: mobile.value.trim(), captcha: captchaInput.value.trim() },
+    });
+    if (body.code === 0) {
+      say(status, 'SMS code sent. It is valid for 5 minutes.');
+      countdown.textContent = 'You can ask for another code when the countdown ends.';
+      startCountdown(RESEND_SECONDS);
+      smsCode.focus();
+    } else if (body.code === 1429) {
+      // Rate limited: show the server's message and hold the button for as long as it says.
+      say(error, body.msg);
+      countdown.textContent = 'Sending is paused for a while.';
+      startCountdown(waitSeconds(headers, body.msg));
+    } else {
+      say(error, body.msg || 'The SMS code could not be sent.');
+      sendButton.disabled = false;
+    }
+  } catch {
+    say(error, 'The server could not be reached. Check your connection and try again.');
+    sendButton.disabled = false;
+  }
+  // The graphic captcha is single-use: whatever happened, the next send needs a new one.
+  captcha.reset();
+});
+
+form.addEventListener('submit', async (event) => {
+  event.preventDefault();
+  say(status, '');
+  if (!checkMobile()) return;
+  if (!/^\d{6}$/.test(smsCode.value.trim())) {
+    say(error, 'Please enter the 6-digit SMS code.');
+    smsCode.focus();
+    return;
+  }
+  say(error, '');
+  try {
+    const { body } = await callJson('/agent/login/smsverify', {
+      method: 'POST',
+      form: { mobile: mobile.value.trim(), code: smsCode.value.trim() },
+    });
+    if (body.code === 0) {
+      say(
+        status,
+        'Mobile number verified. Merchant registration itself is not implemented yet, so no merchant or agent account was created.',
+      );
+      return;
+    }
+    say(error, body.msg || 'The SMS code could not be verified.');
+  } catch {
+    say(error, 'The server could not be reached. Check your connection and try again.');
+  }
+  smsCode.value = '';
+  smsCode.focus();
+});

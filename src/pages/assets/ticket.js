@@ -1,0 +1,3 @@
+import { byId, logout } from '/assets/api.js';
+
+byId('logout').addEventListener('click', () => logout());
