@@ -1,0 +1,176 @@
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import {
+  type BrowserTab,
+  describeInBrowser,
+  launchChromium,
+  logInThroughPage,
+  openTab,
+  publish,
+  screenshot,
+} from '../support/browser.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+
+/** The workbench's own bootstrap, read in the page the way its script reads it. */
+const bootstrapOf = (page: Page) =>
+  page.evaluate(async () => {
+    const res = await fetch('/agent/data/get', { credentials: 'include' });
+    return (await res.json()) as { code: number; data: { agent: { agent_id: string }; setting: { bid: string } } };
+  });
+
+const waitUntilLive = (page: Page) =>
+  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+
+describeInBrowser('agent pages in a real browser', () => {
+  let t: TestApp;
+  let browser: Browser;
+  let tab: BrowserTab;
+  let page: Page;
+
+  beforeAll(async () => {
+    [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await t?.stop();
+  });
+  beforeEach(async () => {
+    tab = await openTab(browser);
+    page = tab.page;
+  });
+  afterEach(async () => {
+    await tab.close();
+  });
+
+  it('GET /agent/ with no login Session redirects to the login page', async () => {
+    await page.goto(`${t.url}/agent/`);
+    expect(new URL(page.url()).pathname).toBe('/agent/login');
+    await page.getByRole('heading', { name: 'Agent login' }).waitFor();
+    expect(await page.getByRole('button', { name: /captcha/i }).isVisible()).toBe(true);
+    await screenshot(page, 'agent-login');
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('alice logs in with the captcha and sees the workbench: the demo conversations, pinned first, unread count', async () => {
+    await logInThroughPage(page, t, 'alice');
+    await page.waitForURL(`${t.url}/agent/`);
+    await page.locator('.conversation').nth(1).waitFor();
+
+    const conversations = page.locator('.conversation');
+    expect(await conversations.count()).toBe(2);
+    expect(await conversations.locator('.conversation-name').allTextContents()).toEqual(['Lily', '王先生']);
+    expect(await conversations.nth(0).getAttribute('data-pinned')).toBe('true');
+    expect(await conversations.nth(0).locator('.badge.pinned').textContent()).toBe('Pinned');
+    const unread = conversations.nth(1).locator('.badge.unread');
+    expect(await unread.textContent()).toBe('3');
+    expect(await unread.getAttribute('aria-label')).toBe('3 unread');
+
+    expect(await page.locator('#agent-nickname').textContent()).toBe('Alice');
+    expect(await page.locator('#agent-avatar').getAttribute('src')).toBe('/assets/avatar-alice.svg');
+    expect(await page.locator('#agent-state').textContent()).toMatch(/\w+/);
+    expect(await page.locator('#agent-groups li').allTextContents()).toEqual(['Default (default)', 'Sales']);
+    await waitUntilLive(page);
+    await screenshot(page, 'agent-workbench');
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('an event published to agent-{agent_id} and global-{bid} appears in the live feed', async () => {
+    await logInThroughPage(page, t, 'alice');
+    await page.waitForURL(`${t.url}/agent/`);
+    await waitUntilLive(page);
+    const { data } = await bootstrapOf(page);
+
+    const personal = await publish(t, `agent-${data.agent.agent_id}`, 'note.test', { text: 'Hello Alice' });
+    const item = page.locator(`#event-feed li[data-event-id="${personal.id}"]`);
+    await item.waitFor();
+    expect(await item.textContent()).toContain('Hello Alice');
+    expect(await item.getAttribute('data-channel')).toBe(`agent-${data.agent.agent_id}`);
+
+    const global = await publish(t, `global-${data.setting.bid}`, 'note.broadcast', { text: 'Hello team' });
+    await page.locator(`#event-feed li[data-event-id="${global.id}"]`).waitFor();
+    await screenshot(page, 'agent-workbench-event');
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('after a network drop the workbench reconnects, resubscribes with since and shows the missed event', async () => {
+    await logInThroughPage(page, t, 'alice');
+    await page.waitForURL(`${t.url}/agent/`);
+    await waitUntilLive(page);
+    const { data } = await bootstrapOf(page);
+    const channel = `agent-${data.agent.agent_id}`;
+
+    const seen = await publish(t, channel, 'note.before', { n: 1 });
+    await page.locator(`#event-feed li[data-event-id="${seen.id}"]`).waitFor();
+
+    await page.evaluate(() => (window as unknown as { __parley: { dropSocket(): void } }).__parley.dropSocket());
+    await page.waitForSelector('#connection-status[data-state="reconnecting"]', { state: 'attached' });
+    await page.locator('#event-feed li[data-note="disconnected"]').waitFor();
+
+    const missed = await publish(t, channel, 'note.missed', { text: 'sent while offline' });
+    await page.evaluate(() => (window as unknown as { __parley: { restoreSocket(): void } }).__parley.restoreSocket());
+
+    const note = page.locator('#event-feed li[data-note="resubscribed"]');
+    await note.waitFor({ timeout: 15_000 });
+    expect(await note.textContent()).toContain(`${channel} since ${seen.id}`);
+    await page.locator(`#event-feed li[data-event-id="${missed.id}"]`).waitFor();
+    expect(await page.locator(`#event-feed li[data-event-id="${missed.id}"]`).count()).toBe(1);
+    await waitUntilLive(page);
+    await screenshot(page, 'agent-workbench-reconnected');
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('a failed login shows the msg, clears the captcha input and loads a new captcha image', async () => {
+    await page.goto(`${t.url}/agent/login`);
+    const image = page.locator('#captcha-image');
+    const before = await image.getAttribute('src');
+    await page.getByLabel('Username').fill('alice');
+    await page.getByLabel('Password').fill('alice-password');
+    await page.getByRole('textbox', { name: /captcha/i }).fill('wrong');
+    await page.getByRole('button', { name: 'Log in' }).click();
+
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toMatch(/captcha/i);
+    expect(await page.getByRole('textbox', { name: /captcha/i }).inputValue()).toBe('');
+    const after = await image.getAttribute('src');
+    expect(after).not.toBe(before);
+    expect(after).toMatch(/^\/agent\/login\/logincaptcha\?rand=/);
+    await page.waitForFunction(() => {
+      const img = document.getElementById('captcha-image') as HTMLImageElement;
+      return img.complete && img.naturalWidth > 0 && img.src.includes('rand=');
+    });
+    await screenshot(page, 'agent-login-failed');
+
+    // The new image's captcha is the one that counts now.
+    await page.getByRole('textbox', { name: /captcha/i }).fill('test1');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(`${t.url}/agent/`);
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('tom (ticket_agent) is sent to the ticket entry, also when he opens the workbench', async () => {
+    await logInThroughPage(page, t, 'tom');
+    await page.waitForURL(`${t.url}/agent/ticket`);
+    await page.getByRole('heading', { name: 'Ticket entry' }).waitFor();
+    expect(await page.locator('main').textContent()).toContain('Signed in as Tom');
+    expect(await page.locator('main').textContent()).toContain('ticket work happens elsewhere');
+
+    await page.goto(`${t.url}/agent/`);
+    expect(new URL(page.url()).pathname).toBe('/agent/ticket');
+    await screenshot(page, 'agent-ticket-entry');
+
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(`${t.url}/agent/login`);
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('when the Session ends (logout elsewhere) the workbench goes back to the login page', async () => {
+    await logInThroughPage(page, t, 'alice');
+    await page.waitForURL(`${t.url}/agent/`);
+    await waitUntilLive(page);
+    // The Session is ended by a request the page's script did not make.
+    await page.evaluate(() => fetch('/agent/logout', { method: 'POST', credentials: 'include' }));
+    await page.waitForURL(`${t.url}/agent/login`, { timeout: 15_000 });
+    await screenshot(page, 'agent-session-ended');
+  });
+});

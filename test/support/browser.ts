@@ -1,0 +1,98 @@
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { describe, it } from 'vitest';
+import { CAPTCHA, INTERNAL_TOKEN, type TestApp } from './test-app.js';
+
+/** Debian's Chromium (`apt-get install chromium`); the tests never download a browser. */
+export const CHROMIUM_PATH = '/usr/bin/chromium';
+export const browserAvailable = existsSync(CHROMIUM_PATH);
+
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+const RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test-results');
+
+/**
+ * `describe` for browser tests. Without Chromium the suite is skipped with a clear message, or
+ * fails when REQUIRE_BROWSER=1 (CI), so a missing browser can never pass silently there.
+ */
+export function describeInBrowser(name: string, body: () => void) {
+  if (browserAvailable) return describe(name, body);
+  if (process.env.REQUIRE_BROWSER === '1') {
+    return describe(name, () => {
+      it(`needs Chromium at ${CHROMIUM_PATH}`, () => {
+        throw new Error(`REQUIRE_BROWSER=1 but there is no Chromium at ${CHROMIUM_PATH} (apt-get install chromium)`);
+      });
+    });
+  }
+  console.warn(
+    `\n[browser tests] SKIPPED "${name}": no Chromium at ${CHROMIUM_PATH}. ` +
+      'Install it (apt-get install chromium) to run them; REQUIRE_BROWSER=1 turns this skip into a failure.\n',
+  );
+  return describe.skip(name, body);
+}
+
+/**
+ * Headless Chromium. Playwright gives every launch a fresh, temporary user-data-dir, and each
+ * test opens its own context (its own cookies and storage).
+ */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
+}
+
+export interface BrowserTab {
+  context: BrowserContext;
+  page: Page;
+  /** Script errors, console errors and Content-Security-Policy violations seen so far. */
+  problems: string[];
+  close(): Promise<void>;
+}
+
+/** A new isolated context with one page, recording anything that went wrong in it. */
+export async function openTab(browser: Browser): Promise<BrowserTab> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 }, locale: 'en-US' });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+  });
+  return { context, page, problems, close: () => context.close() };
+}
+
+/** Saves a full-page screenshot as test-results/<name>.png. */
+export async function screenshot(page: Page, name: string) {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  await page.screenshot({ path: join(RESULTS_DIR, `${name}.png`), fullPage: true });
+}
+
+/** Logs in through the login page, the way a person does. */
+export async function logInThroughPage(page: Page, t: TestApp, username: string, password = `${username}-password`) {
+  await page.goto(`${t.url}/agent/login`);
+  await page.getByLabel('Username').fill(username);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('textbox', { name: /captcha/i }).fill(CAPTCHA);
+  await page.getByRole('button', { name: 'Log in' }).click();
+}
+
+/** Publishes an event through the internal API, as the services the spec leaves out do. */
+export async function publish(t: TestApp, channel: string, event: string, data: unknown): Promise<{ id: string }> {
+  const res = await fetch(`${t.url}/internal/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${INTERNAL_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ channel, event, data }),
+  });
+  const body = (await res.json()) as { code: number; msg: string; data: { id: string } };
+  if (body.code !== 0) throw new Error(`publish to ${channel} failed: ${res.status} ${JSON.stringify(body)}`);
+  return body.data;
+}
