@@ -6,13 +6,16 @@ import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
 import { createSessionLayer, type SessionLayer } from './http/session.js';
-import { createLogger, type Logger, redactUrl } from './log.js';
+import { createLogger, type Logger } from './log.js';
+import { countSockets, metricsRoutes, requestObservability } from './observability/http.js';
+import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
 import { agentRoutes } from './rest/agent.js';
 import { sendError } from './rest/envelope.js';
 import { healthRoutes } from './rest/health.js';
 import { internalRoutes } from './rest/internal.js';
+import { openApiRoutes } from './rest/openapi.js';
 import { visitorRoutes } from './rest/visitor.js';
 import { createGraphQLServer } from './schema/yoga.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
@@ -38,16 +41,17 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   const log = opts.log ?? createLogger(config.logLevel);
   if (config.captchaTestAnswer) log.warn('CAPTCHA_TEST_ANSWER is set: every captcha has a fixed answer (tests only)');
   const deps = await buildDeps(config, log);
+  instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);
 
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.trustProxy);
-  app.use(requestLog(log));
+  app.use(requestObservability(deps, log));
   app.use(securityHeaders(config));
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
-  app.use(healthRoutes(deps));
+  app.use(healthRoutes(deps), metricsRoutes(deps), openApiRoutes(config));
   const bodies = [express.urlencoded({ extended: false, limit: MAX_BODY }), express.json({ limit: MAX_BODY })];
   app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
   app.use('/visitor', bodies, visitorRoutes(deps));
@@ -61,6 +65,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
 
   const server = createServer(app);
   const subscriptions = createSubscriptionServer(deps, yoga, sessions);
+  countSockets(subscriptions.wss, deps.metrics);
   server.on('upgrade', (req, socket, head) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/graphql') {
       socket.destroy();
@@ -124,25 +129,6 @@ function requestDeadline(ms: number, log: Logger) {
       if (!res.headersSent) sendError(res, serviceUnavailable('The service'), log);
     }, ms);
     res.on('close', () => clearTimeout(timer));
-    next();
-  };
-}
-
-/** One JSON line per request; secrets in the URL are redacted and no header is logged. */
-function requestLog(log: Logger) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    const started = process.hrtime.bigint();
-    res.on('finish', () => {
-      log.info(
-        {
-          method: req.method,
-          url: redactUrl(req.originalUrl),
-          status: res.statusCode,
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        'request',
-      );
-    });
     next();
   };
 }

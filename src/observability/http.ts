@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { context, propagation, type Span, SpanKind, trace } from '@opentelemetry/api';
-import type { NextFunction, Request, Response } from 'express';
+import { type NextFunction, type Request, type Response, Router } from 'express';
+import type { WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
 import { type Logger, redactUrl } from '../log.js';
 import { failSpan, tracer } from './tracing.js';
@@ -81,4 +82,27 @@ export function requestObservability(deps: Pick<Deps, 'metrics' | 'config'>, log
     );
     context.with(trace.setSpan(parent, span), next);
   };
+}
+
+/** GET /metrics: the Prometheus exposition of this instance (absent when METRICS_ENABLED is off). */
+export function metricsRoutes(deps: Pick<Deps, 'metrics'>): Router {
+  const router = Router();
+  if (!deps.metrics.enabled) return router;
+  router.get('/metrics', async (_req, res, next) => {
+    try {
+      const body = await deps.metrics.render();
+      res.set({ 'Content-Type': deps.metrics.contentType, 'Cache-Control': 'no-store' }).send(body);
+    } catch (error) {
+      next(error);
+    }
+  });
+  return router;
+}
+
+/** Keeps `parley_websocket_connections` in step with the sockets of a WebSocket server. */
+export function countSockets(wss: WebSocketServer, metrics: Pick<Deps['metrics'], 'socketOpened' | 'socketClosed'>) {
+  wss.on('connection', (socket) => {
+    metrics.socketOpened();
+    socket.once('close', () => metrics.socketClosed());
+  });
 }
