@@ -33,7 +33,31 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   );
 }
 
-/** A URL with the values of secret-bearing query parameters replaced, for logging. */
+const SECRET_PARAMS = new Set(['token', 'access_token', 'code', 'captcha', 'password', 'variables']);
+
+/**
+ * A URL with the values of secret-bearing query parameters replaced, for logging. Names are
+ * compared the way the server reads them (percent-decoded, `[]` suffix ignored), so `%74oken`
+ * or `token[]` cannot slip a Session ID into a log line.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(/([?&](?:token|access_token|code|captcha|password)(?:%5B%5D|\[\])?=)[^&#]*/gi, '$1[redacted]');
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const pairs = url
+    .slice(q + 1)
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      if (eq < 0) return pair;
+      let name: string;
+      try {
+        name = decodeURIComponent(pair.slice(0, eq).replace(/\+/g, ' '));
+      } catch {
+        return `${pair.slice(0, eq)}=[redacted]`; // undecodable: never guess
+      }
+      return SECRET_PARAMS.has(name.trim().toLowerCase().replace(/\[\]$/, ''))
+        ? `${pair.slice(0, eq)}=[redacted]`
+        : pair;
+    });
+  return `${url.slice(0, q)}?${pairs.join('&')}`;
 }
