@@ -70,7 +70,11 @@ describeInBrowser('agent pages in a real browser', () => {
     expect(await page.locator('#agent-state').textContent()).toMatch(/\w+/);
     expect(await page.locator('#agent-groups li').allTextContents()).toEqual(['Default (default)', 'Sales']);
     await waitUntilLive(page);
+    // Connected: the state shown is the one the server has now (presence), not the one before connecting.
+    await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
     await screenshot(page, 'agent-workbench');
+    await page.setViewportSize({ width: 390, height: 844 });
+    await screenshot(page, 'agent-workbench-phone');
     expect(tab.problems).toEqual([]);
   });
 
@@ -161,6 +165,16 @@ describeInBrowser('agent pages in a real browser', () => {
 
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.waitForURL(`${t.url}/agent/login`);
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('the registration page says it stops short of registering when SMS registration is off', async () => {
+    await page.goto(`${t.url}/agent/join`);
+    await page.getByRole('heading', { name: 'Register a merchant' }).waitFor();
+    expect(await page.locator('#join-scope').textContent()).toContain('not implemented');
+    expect(await page.locator('#sms-off').isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Send SMS code' }).isDisabled()).toBe(true);
+    await screenshot(page, 'join-sms-off');
     expect(tab.problems).toEqual([]);
   });
 

@@ -15,8 +15,9 @@ const summary = (data) => {
 };
 
 /** A `role="log"` list of channel events and connection notes, newest at the bottom. */
-export function eventFeed(list) {
+export function eventFeed(list, empty = document.getElementById('feed-empty')) {
   const add = (item) => {
+    if (empty) empty.hidden = true;
     list.append(item);
     while (list.children.length > MAX_ENTRIES) list.firstElementChild?.remove();
     item.scrollIntoView?.({ block: 'nearest' });

@@ -100,9 +100,8 @@ function render({ visitor, setting: s }) {
     el('dd', { id: 'visitor-channel', text: visitor.channel }),
   );
   const attributes = visitor.attributes ?? [];
-  byId('visitor-attributes').replaceChildren(
-    ...(attributes.length ? attributes.flatMap(attribute) : fact('None', 'no attributes configured')),
-  );
+  byId('visitor-attributes').replaceChildren(...attributes.flatMap(attribute));
+  byId('attributes-empty').hidden = attributes.length > 0;
 
   const switches = [
     ['voice', 'Voice messages'],

@@ -178,6 +178,8 @@ function connect(data) {
         feed.note(`Reconnected: resubscribed to ${describeSince(s.since)}.`, 'resubscribed');
       }
       if (s.state === 'live') dropped = false;
+      // Connecting changes the agent's own state (presence): show the state the server now has.
+      if (s.state === 'live' || s.state === 'resubscribed') reload();
     },
     onEvent(event) {
       feed.event(event);

@@ -1,0 +1,127 @@
+import { eq } from 'drizzle-orm';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { merchants } from '../../src/db/schema.js';
+import {
+  type BrowserTab,
+  describeInBrowser,
+  launchChromium,
+  openTab,
+  publish,
+  screenshot,
+} from '../support/browser.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+
+describeInBrowser('visitor chat page in a real browser', () => {
+  let t: TestApp;
+  let browser: Browser;
+  let tab: BrowserTab;
+  let page: Page;
+
+  beforeAll(async () => {
+    [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await t?.stop();
+  });
+  beforeEach(async () => {
+    tab = await openTab(browser);
+    page = tab.page;
+  });
+  afterEach(async () => {
+    await tab.close();
+  });
+
+  const openChat = async (appkey = 'demo-appkey') => {
+    await page.goto(`${t.url}/visitor/?appkey=${appkey}`);
+    await page.locator('#profile').waitFor();
+    await page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+  };
+
+  it('gets a visitor token, shows the profile and switches, and the events of its channel as they arrive', async () => {
+    await openChat();
+    expect(await page.locator('#merchant-name').textContent()).toBe('Demo Shop');
+    expect(await page.locator('#visitor-nickname').textContent()).not.toBe('');
+    const switches = page.locator('#switches');
+    expect(await switches.textContent()).toContain('Image uploads');
+    expect(await switches.locator('dd.switch.on').count()).toBe(7);
+    expect(await page.locator('#upload-limits').textContent()).toContain('20 MB');
+
+    const channel = (await page.locator('#visitor-channel').textContent()) ?? '';
+    expect(channel).toMatch(/^visitor-/);
+    const first = await publish(t, channel, 'message.new', { from: 'agent', text: 'Hello, how can I help?' });
+    const item = page.locator(`#event-feed li[data-event-id="${first.id}"]`);
+    await item.waitFor();
+    expect(await item.textContent()).toContain('Hello, how can I help?');
+    const second = await publish(t, channel, 'agent.typing', { typing: true });
+    await page.locator(`#event-feed li[data-event-id="${second.id}"]`).waitFor();
+    await screenshot(page, 'visitor-chat');
+    expect(tab.problems).toEqual([]);
+  });
+
+  it('the attachment picker rejects a file over upload_limits before anything is sent', async () => {
+    await t.app.deps.db.update(merchants).set({ fileMaxBytes: 1024 }).where(eq(merchants.bid, 'demo'));
+    try {
+      await openChat();
+      expect(await page.locator('#upload-limits').textContent()).toContain('1.0 KB');
+
+      const sent: string[] = [];
+      page.on('request', (request) => sent.push(`${request.method()} ${request.url()}`));
+      await page.getByLabel('Attach a file').setInputFiles({
+        name: 'report.pdf',
+        mimeType: 'application/pdf',
+        buffer: Buffer.alloc(4096, 1),
+      });
+      const result = page.locator('#attachment-result');
+      await result.waitFor();
+      expect(await result.getAttribute('data-verdict')).toBe('rejected');
+      expect(await result.textContent()).toContain('report.pdf (4.0 KB) was not sent');
+      expect(await result.textContent()).toContain('file limit of 1.0 KB');
+      expect(await page.getByLabel('Attach a file').inputValue()).toBe('');
+      await screenshot(page, 'visitor-attachment-rejected');
+
+      await page.getByLabel('Attach a file').setInputFiles({
+        name: 'note.txt',
+        mimeType: 'text/plain',
+        buffer: Buffer.from('small enough'),
+      });
+      await page.waitForSelector('#attachment-result[data-verdict="accepted"]');
+      expect(await result.textContent()).toContain('nothing was sent');
+      expect(sent).toEqual([]); // validation happens in the page: no request left it
+      expect(tab.problems).toEqual([]);
+    } finally {
+      await t.app.deps.db.update(merchants).set({ fileMaxBytes: 20971520 }).where(eq(merchants.bid, 'demo'));
+    }
+  });
+
+  it('an upload switch turned off refuses that kind of file', async () => {
+    const [demo] = await t.app.deps.db.select().from(merchants).where(eq(merchants.bid, 'demo'));
+    const switches = demo!.switches;
+    await t.app.deps.db
+      .update(merchants)
+      .set({ switches: { ...switches, upload_img: 'off' } })
+      .where(eq(merchants.bid, 'demo'));
+    try {
+      await openChat();
+      await page.getByLabel('Attach a file').setInputFiles({
+        name: 'photo.png',
+        mimeType: 'image/png',
+        buffer: Buffer.alloc(64),
+      });
+      await page.waitForSelector('#attachment-result[data-verdict="rejected"]');
+      expect(await page.locator('#attachment-result').textContent()).toContain('does not accept image uploads');
+    } finally {
+      await t.app.deps.db.update(merchants).set({ switches }).where(eq(merchants.bid, 'demo'));
+    }
+  });
+
+  it('an unknown appkey stops before the conversation and says why', async () => {
+    await page.goto(`${t.url}/visitor/?appkey=no-such-appkey`);
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).not.toBe('');
+    expect(await page.locator('#chat').isHidden()).toBe(true);
+    expect(await page.locator('#appkey-form').isVisible()).toBe(true);
+  });
+});
