@@ -1,5 +1,5 @@
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull } from 'drizzle-orm';
 import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
@@ -171,24 +171,32 @@ export async function issueVisitorToken(
   return { token, uid: visitorId, expiresIn };
 }
 
-/** Revokes one visitor token; true when it existed and was live. */
+/** Revokes one visitor token at once (e.g. the merchant's user logged out); true when it was live. */
 export async function revokeVisitorToken(deps: Deps, token: string): Promise<boolean> {
   const revoked = await deps.db
     .update(visitorTokens)
     .set({ revokedAt: new Date(deps.now()) })
-    .where(eq(visitorTokens.tokenHash, hashToken(token)))
+    .where(
+      and(
+        eq(visitorTokens.tokenHash, hashToken(token)),
+        isNull(visitorTokens.revokedAt),
+        gt(visitorTokens.expiresAt, new Date(deps.now())),
+      ),
+    )
     .returning({ hash: visitorTokens.tokenHash });
   return revoked.length > 0;
 }
 
+/** The `user_hash` a merchant's server computes for its user: hex HMAC-SHA256 of the user id. */
 export function userHashFor(identitySecret: string, userId: string) {
   return createHmac('sha256', identitySecret).update(userId).digest('hex');
 }
 
 function validUserHash(secret: string, userId: string, userHash: string) {
+  // Exactly 64 hex digits: Buffer.from(…, 'hex') would silently drop trailing junk.
+  if (!/^[0-9a-f]{64}$/i.test(userHash)) return false;
   const expected = Buffer.from(userHashFor(secret, userId), 'hex');
-  const given = Buffer.from(userHash.toLowerCase(), 'hex');
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  return timingSafeEqual(Buffer.from(userHash, 'hex'), expected);
 }
 
 async function createVisitor(deps: Deps, merchantId: string, input: VisitorTokenInput, externalUserId?: string) {

@@ -56,7 +56,8 @@ export async function loadWorkbench(deps: Deps, viewer: AgentViewer, opts: { wsA
     deps.db
       .select({ c: conversations, name: visitors.nickname })
       .from(conversations)
-      .innerJoin(visitors, eq(visitors.id, conversations.visitorId))
+      // Both sides scoped by the agent's merchant: a row pointing across tenants shows nothing.
+      .innerJoin(visitors, and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, merchantId)))
       .where(
         and(
           eq(conversations.agentId, agent.id),

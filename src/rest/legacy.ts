@@ -79,7 +79,14 @@ export function legacyWorkbench(w: Workbench) {
       appkey: w.setting.appkey,
       ws_address: w.setting.wsAddress,
     },
-    visitor_attribute_config: { attributes: w.visitorAttributeConfig.attributes },
+    visitor_attribute_config: {
+      attributes: w.visitorAttributeConfig.attributes.map((a) => ({
+        key: a.key,
+        label: a.label,
+        type: a.type,
+        editable: a.editable,
+      })),
+    },
     extensions: {
       nav: w.extensions.nav,
       chat_actions: w.extensions.chat_actions,

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
 import { parseInput, visitorTokenInput } from '../resolvers/inputs.js';
 import { requireVisitor } from '../resolvers/viewer.js';
-import { issueVisitorToken, loadVisitorBootstrap } from '../resolvers/visitor.js';
+import { issueVisitorToken, loadVisitorBootstrap, revokeVisitorToken } from '../resolvers/visitor.js';
 import { envelope } from './envelope.js';
 import { legacyVisitorBootstrap } from './legacy.js';
 
@@ -17,6 +17,16 @@ export function visitorRoutes(deps: Deps): Router {
       const input = parseInput(visitorTokenInput, req.body);
       const issued = await issueVisitorToken(deps, input, clientIp(req, deps.config));
       return { token: issued.token, uid: issued.uid, expires_in: issued.expiresIn };
+    }),
+  );
+
+  // The bearer's own token, revoked at once (e.g. the merchant's signed-in user logged out).
+  router.post(
+    '/token/revoke',
+    envelope(deps.log, async (req) => {
+      const token = bearerToken(req);
+      await requireVisitor(deps, token);
+      return { revoked: await revokeVisitorToken(deps, token as string) };
     }),
   );
 

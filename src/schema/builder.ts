@@ -10,6 +10,8 @@ export interface GraphQLContext {
   agent(): Promise<AgentViewer>;
   /** The visitor of the `Authorization: Bearer` token (header or socket init `authorization`). */
   visitor(): Promise<VisitorViewer>;
+  /** The HTTP request's visitor bearer token, for revoking it; absent on sockets. */
+  visitorToken?: string;
   /** The HTTP request's Session, for login and logout; absent on sockets. */
   session?: SessionPort;
   /** The identity this request or socket presents: `visitor` when it carries a Bearer token, else `agent`. */
@@ -21,7 +23,10 @@ export interface GraphQLContext {
 export const builder = new SchemaBuilder<{
   Context: GraphQLContext;
   DefaultFieldNullability: false;
-  Scalars: { JSON: { Input: unknown; Output: unknown } };
+  Scalars: {
+    JSON: { Input: unknown; Output: unknown };
+    AttributeValue: { Input: string | number | boolean; Output: string | number | boolean };
+  };
 }>({ defaultFieldNullability: false });
 
 builder.queryType({ description: 'Reads: the two bootstraps and the current agent.' });

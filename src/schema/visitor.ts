@@ -1,5 +1,11 @@
+import { DomainError } from '../errors.js';
 import { parseInput, visitorTokenInput } from '../resolvers/inputs.js';
-import { issueVisitorToken, loadVisitorBootstrap, type VisitorBootstrap } from '../resolvers/visitor.js';
+import {
+  issueVisitorToken,
+  loadVisitorBootstrap,
+  revokeVisitorToken,
+  type VisitorBootstrap,
+} from '../resolvers/visitor.js';
 import { builder } from './builder.js';
 
 type Setting = VisitorBootstrap['setting'];
@@ -19,6 +25,28 @@ const UploadLimits = builder.objectRef<Setting['uploadLimits']>('UploadLimits').
   }),
 });
 
+builder.scalarType('AttributeValue', {
+  description: 'The value of a visitor attribute: a string, a number or a boolean.',
+  serialize: (value) => {
+    if (
+      typeof value === 'string' ||
+      typeof value === 'boolean' ||
+      (typeof value === 'number' && Number.isFinite(value))
+    )
+      return value;
+    throw new TypeError('an attribute value is a string, a finite number or a boolean');
+  },
+  parseValue: (value) => {
+    if (
+      typeof value === 'string' ||
+      typeof value === 'boolean' ||
+      (typeof value === 'number' && Number.isFinite(value))
+    )
+      return value;
+    throw new TypeError('an attribute value is a string, a finite number or a boolean');
+  },
+});
+
 const VisitorAttribute = builder
   .objectRef<VisitorBootstrap['visitor']['attributes'][number]>('VisitorAttribute')
   .implement({
@@ -26,8 +54,8 @@ const VisitorAttribute = builder
     fields: (t) => ({
       key: t.exposeString('key', { description: 'Machine name.' }),
       label: t.exposeString('label', { description: 'Display name.' }),
-      type: t.exposeString('type', { description: 'Attribute type: text, number, boolean, url or image.' }),
-      value: t.expose('value', { type: 'JSON', nullable: true, description: 'A string, number, boolean or null.' }),
+      type: t.exposeString('type', { description: 'Attribute type: `text`, `number`, `boolean`, `url` or `image`.' }),
+      value: t.expose('value', { type: 'AttributeValue', nullable: true, description: 'The value; null when unset.' }),
       editable: t.exposeBoolean('editable', {
         description: 'Whether the workbench may edit it; always false for images.',
       }),
@@ -47,13 +75,15 @@ const Visitor = builder.objectRef<VisitorBootstrap['visitor']>('Visitor').implem
     attributes: t.field({
       type: [VisitorAttribute],
       resolve: (v) => v.attributes,
-      description: 'Extended attributes; empty when none.',
+      description:
+        'Extended attributes: those the merchant configured that have a value for this visitor; empty when none.',
     }),
   }),
 });
 
 const VisitorSetting = builder.objectRef<Setting>('VisitorSetting').implement({
-  description: 'Merchant settings for the visitor widget. Switches the merchant has not configured are null.',
+  description:
+    'Merchant settings for the visitor widget. A switch the merchant has not configured (or set to anything but on/off) is null.',
   fields: (t) => ({
     appname: t.exposeString('appname', { description: 'Merchant display name.' }),
     appkey: t.exposeString('appkey', { description: 'Application key of the real-time connection.' }),
@@ -113,11 +143,14 @@ builder.mutationField('issueVisitorToken', (t) =>
     description:
       'Issues a visitor token for the merchant of a public appkey: a new anonymous visitor, or with userId and userHash (hex HMAC-SHA256 of userId under the merchant identity secret) the same identified visitor every time.',
     args: {
-      appkey: t.arg.string({ required: true }),
-      userId: t.arg.string(),
-      userHash: t.arg.string(),
-      nickname: t.arg.string(),
-      lang: t.arg.string(),
+      appkey: t.arg.string({ required: true, description: "The merchant's public application key." }),
+      userId: t.arg.string({ description: "The merchant's own id of a signed-in user (with userHash)." }),
+      userHash: t.arg.string({
+        description:
+          "Hex HMAC-SHA256 of userId under the merchant's identity secret, computed by the merchant's server.",
+      }),
+      nickname: t.arg.string({ description: 'Display nickname of a new visitor (default: `Visitor NNNN`).' }),
+      lang: t.arg.string({ description: 'Language code of a new visitor such as `en` or `zh-CN` (default `en`).' }),
     },
     resolve: async (_root, args, ctx) => {
       const input = parseInput(visitorTokenInput, {
@@ -128,6 +161,18 @@ builder.mutationField('issueVisitorToken', (t) =>
         lang: args.lang ?? undefined,
       });
       return issueVisitorToken(ctx.deps, input, ctx.clientIp);
+    },
+  }),
+);
+
+builder.mutationField('revokeVisitorToken', (t) =>
+  t.boolean({
+    description:
+      'Revokes the visitor token of `Authorization: Bearer` at once (e.g. when the signed-in user logs out); true when it was live.',
+    resolve: async (_root, _args, ctx) => {
+      await ctx.visitor(); // only a live token may revoke itself
+      if (!ctx.visitorToken) throw new DomainError('BAD_USER_INPUT', 'Revoke a visitor token over HTTP');
+      return revokeVisitorToken(ctx.deps, ctx.visitorToken);
     },
   }),
 );

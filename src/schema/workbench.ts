@@ -4,7 +4,12 @@ import { builder } from './builder.js';
 export const AgentStateEnum = builder.enumType('AgentState', {
   description:
     'online while one of the agent sockets is connected (on any instance), offline after a grace period once the last closes; busy and away are chosen by the agent and override it.',
-  values: { online: {}, offline: {}, busy: {}, away: {} } as const,
+  values: {
+    online: { description: 'Connected and available.' },
+    offline: { description: 'No live connection.' },
+    busy: { description: 'Chosen by the agent: connected but not taking new conversations.' },
+    away: { description: 'Chosen by the agent: temporarily away.' },
+  } as const,
 });
 
 export const AgentRef = builder.objectRef<Workbench['agent']>('Agent').implement({
@@ -33,7 +38,10 @@ const ChattingEntry = builder.objectRef<Workbench['chatting'][number]>('Chatting
     historyOnlyMine: t.exposeBoolean('historyOnlyMine', {
       description: 'Whether the agent sees only the history of its own sessions with this visitor.',
     }),
-    items: t.expose('items', { type: 'JSON', description: 'Summary of the last message(s).' }),
+    items: t.expose('items', {
+      type: ['JSON'],
+      description: 'Summary of the last message(s); the element shape is not fixed by the spec.',
+    }),
   }),
 });
 
@@ -53,7 +61,11 @@ const WorkbenchSetting = builder.objectRef<Workbench['setting']>('WorkbenchSetti
     appname: t.exposeString('appname', { description: 'Merchant display name.' }),
     appkey: t.exposeString('appkey', { description: 'Application key of the real-time connection.' }),
     wsAddress: t.exposeString('wsAddress', { description: 'WebSocket address of the real-time connection.' }),
-    extra: t.expose('extra', { type: 'JSON', description: 'Further merchant settings (free-form).' }),
+    extra: t.expose('extra', {
+      type: 'JSON',
+      description:
+        'Further merchant settings (a free-form object; the legacy `setting` spreads it alongside the fields above).',
+    }),
   }),
 });
 
@@ -64,7 +76,7 @@ const VisitorAttributeDef = builder
     fields: (t) => ({
       key: t.exposeString('key', { description: 'Machine name.' }),
       label: t.exposeString('label', { description: 'Display name.' }),
-      type: t.exposeString('type', { description: 'Attribute type.' }),
+      type: t.exposeString('type', { description: 'Attribute type: `text`, `number`, `boolean`, `url` or `image`.' }),
       editable: t.exposeBoolean('editable', { description: 'Editable in the workbench; never for images.' }),
     }),
   });
@@ -85,13 +97,13 @@ const VisitorAttributeConfig = builder
 const WorkbenchExtensions = builder.objectRef<Workbench['extensions']>('WorkbenchExtensions').implement({
   description: 'Workbench extension data; the element shapes are merchant-defined.',
   fields: (t) => ({
-    nav: t.expose('nav', { type: 'JSON', description: 'Navigation entries (array).' }),
-    chatActions: t.expose('chat_actions', { type: 'JSON', description: 'Chat actions (array).' }),
-    sideIframes: t.expose('side_iframes', { type: 'JSON', description: 'Side iframes (array).' }),
-    flags: t.expose('flags', { type: 'JSON', description: 'Feature flags (object).' }),
+    nav: t.expose('nav', { type: ['JSON'], description: 'Navigation entries.' }),
+    chatActions: t.expose('chat_actions', { type: ['JSON'], description: 'Actions offered on a conversation.' }),
+    sideIframes: t.expose('side_iframes', { type: ['JSON'], description: 'Side panels embedded as iframes.' }),
+    flags: t.expose('flags', { type: 'JSON', description: 'Feature flags (an object).' }),
     accountLevelOptions: t.expose('account_level_options', {
       type: 'JSON',
-      description: 'Account level options (object).',
+      description: 'Account level options (an object, e.g. role name to label).',
     }),
   }),
 });

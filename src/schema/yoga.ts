@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import type { Deps } from '../deps.js';
-import { classifyError, DomainError, graphqlCodeOf } from '../errors.js';
+import { classifyError, DomainError, graphqlCodeOf, notLoggedIn } from '../errors.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
@@ -22,25 +22,30 @@ export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
  * middleware has run; sockets reuse it through `getEnveloped` (src/subscriptions/ws.ts).
  */
 export function createGraphQLServer(deps: Deps): GraphQLServer {
-  const production = deps.config.env === 'production';
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
-    graphiql: !production,
+    // The in-browser IDE is a development tool: never served in test or production.
+    graphiql: deps.config.env === 'development',
     logging: false,
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });
 }
 
+/**
+ * One identity per request, never both merged: a request carrying a visitor bearer token is a
+ * visitor (agent fields answer UNAUTHENTICATED even if a Session cookie rides along).
+ */
 function httpContext(deps: Deps, req: Request): GraphQLContext {
   const session = requestSessionPort(req);
   const bearer = bearerToken(req);
   return {
     deps,
-    agent: () => requireAgent(deps, session),
+    agent: () => (bearer ? Promise.reject(notLoggedIn()) : requireAgent(deps, session)),
     visitor: () => requireVisitor(deps, bearer),
+    visitorToken: bearer,
     session,
     identity: bearer ? 'visitor' : 'agent',
     wsAddress: wsAddressFor(req, deps.config),
