@@ -6,8 +6,11 @@ import { type Browser, type BrowserContext, chromium, type Page } from 'playwrig
 import { describe, it } from 'vitest';
 import { CAPTCHA, INTERNAL_TOKEN, type TestApp } from './test-app.js';
 
-/** Debian's Chromium (`apt-get install chromium`); the tests never download a browser. */
-export const CHROMIUM_PATH = '/usr/bin/chromium';
+/**
+ * Debian's Chromium (`apt-get install chromium`), or another build named by CHROMIUM_PATH; the
+ * tests never download a browser.
+ */
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 export const browserAvailable = existsSync(CHROMIUM_PATH);
 
 const CHROMIUM_ARGS = [

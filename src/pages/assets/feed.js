@@ -18,9 +18,11 @@ const summary = (data) => {
 export function eventFeed(list, empty = document.getElementById('feed-empty')) {
   const add = (item) => {
     if (empty) empty.hidden = true;
+    // Follow new entries only when the reader is already at the bottom of the list.
+    const following = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
     list.append(item);
     while (list.children.length > MAX_ENTRIES) list.firstElementChild?.remove();
-    item.scrollIntoView?.({ block: 'nearest' });
+    if (following) list.scrollTop = list.scrollHeight;
   };
   return {
     event(event) {
