@@ -201,6 +201,11 @@ export const visitorTokenResult = envelope(
   'VisitorTokenResult',
 );
 
+export const visitorTokenRevokedResult = envelope(
+  z.object({ revoked: z.boolean() }).strict(),
+  'VisitorTokenRevokedResult',
+);
+
 export const publishedEventResult = envelope(
   z.object({ id: z.string().openapi({ description: 'The event id in its channel.' }) }).strict(),
   'PublishedEventResult',
@@ -356,6 +361,18 @@ export const restRoutes: RouteConfig[] = [
     responses: responses(
       okOrBusinessError(visitorTokenResult, 'A new token — or unknown appkey (1008), user_hash mismatch (1009).'),
       badInput,
+    ),
+  },
+  {
+    method: 'post',
+    path: '/visitor/token/revoke',
+    tags: ['Visitor'],
+    summary: 'Revoke the bearer visitor token',
+    description: 'Revokes the token of the request at once (e.g. the merchant’s signed-in user logged out).',
+    security: [{ visitorBearer: [] }],
+    responses: responses(
+      { description: 'Revoked.', content: json(visitorTokenRevokedResult) },
+      { '401': { description: 'Visitor token missing, invalid or expired (1401).', content: json(errorEnvelope) } },
     ),
   },
   {
