@@ -8,6 +8,7 @@ import {
   openTab,
   publish,
   screenshot,
+  waitForSubscription,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -83,6 +84,8 @@ describeInBrowser('agent pages in a real browser', () => {
     await page.waitForURL(`${t.url}/agent/`);
     await waitUntilLive(page);
     const { data } = await bootstrapOf(page);
+    await waitForSubscription(page, t, `agent-${data.agent.agent_id}`);
+    await waitForSubscription(page, t, `global-${data.setting.bid}`);
 
     const personal = await publish(t, `agent-${data.agent.agent_id}`, 'note.test', { text: 'Hello Alice' });
     const item = page.locator(`#event-feed li[data-event-id="${personal.id}"]`);
@@ -102,6 +105,7 @@ describeInBrowser('agent pages in a real browser', () => {
     await waitUntilLive(page);
     const { data } = await bootstrapOf(page);
     const channel = `agent-${data.agent.agent_id}`;
+    await waitForSubscription(page, t, channel);
 
     const seen = await publish(t, channel, 'note.before', { n: 1 });
     await page.locator(`#event-feed li[data-event-id="${seen.id}"]`).waitFor();
@@ -182,6 +186,8 @@ describeInBrowser('agent pages in a real browser', () => {
     await logInThroughPage(page, t, 'alice');
     await page.waitForURL(`${t.url}/agent/`);
     await waitUntilLive(page);
+    const { data } = await bootstrapOf(page);
+    await waitForSubscription(page, t, `agent-${data.agent.agent_id}`);
     // The Session is ended by a request the page's script did not make.
     await page.evaluate(() => fetch('/agent/logout', { method: 'POST', credentials: 'include' }));
     await page.waitForURL(`${t.url}/agent/login`, { timeout: 15_000 });

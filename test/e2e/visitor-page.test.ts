@@ -9,6 +9,7 @@ import {
   openTab,
   publish,
   screenshot,
+  waitForSubscription,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -50,6 +51,7 @@ describeInBrowser('visitor chat page in a real browser', () => {
 
     const channel = (await page.locator('#visitor-channel').textContent()) ?? '';
     expect(channel).toMatch(/^visitor-/);
+    await waitForSubscription(page, t, channel);
     const first = await publish(t, channel, 'message.new', { from: 'agent', text: 'Hello, how can I help?' });
     const item = page.locator(`#event-feed li[data-event-id="${first.id}"]`);
     await item.waitFor();

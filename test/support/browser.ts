@@ -99,3 +99,21 @@ export async function publish(t: TestApp, channel: string, event: string, data: 
   if (body.code !== 0) throw new Error(`publish to ${channel} failed: ${res.status} ${JSON.stringify(body)}`);
   return body.data;
 }
+
+/**
+ * Waits until the page's subscription to `channel` is in place on the server. graphql-ws does
+ * not acknowledge a subscribe, so this publishes `test.probe` events until one shows in the
+ * page's feed (probes published before the subscription started are simply never seen).
+ */
+export async function waitForSubscription(page: Page, t: TestApp, channel: string) {
+  for (let attempt = 1; attempt <= 40; attempt++) {
+    const probe = await publish(t, channel, 'test.probe', { attempt });
+    const shown = await page
+      .locator(`#event-feed li[data-event-id="${probe.id}"]`)
+      .waitFor({ timeout: 500 })
+      .then(() => true)
+      .catch(() => false);
+    if (shown) return;
+  }
+  throw new Error(`the page never showed an event of ${channel}`);
+}
