@@ -66,10 +66,14 @@ export function imageSrc(value, fallback) {
 
 /** Sets an avatar, falling back to the default picture when it does not load. */
 export function setAvatar(img, value, fallback = '/assets/avatar-default.svg') {
-  img.addEventListener('error', () => {
-    if (!img.src.endsWith(fallback)) img.src = fallback;
-  });
-  img.src = imageSrc(value, fallback);
+  if (!img.dataset.fallback) {
+    img.dataset.fallback = fallback;
+    img.addEventListener('error', () => {
+      if (!img.src.endsWith(img.dataset.fallback)) img.src = img.dataset.fallback;
+    });
+  }
+  const src = imageSrc(value, fallback);
+  if (img.getAttribute('src') !== src) img.src = src;
 }
 
 export function formatBytes(bytes) {
