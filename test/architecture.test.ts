@@ -13,7 +13,8 @@ const SRC = join(ROOT, 'src');
 
 /** Packages of the protocol adapters: the domain layer must not know HTTP, GraphQL or WebSockets. */
 const ADAPTER_PACKAGES = /^(express|express-session|graphql|graphql-yoga|ws|graphql-ws|@pothos\/[^/]+)(\/.*)?$/;
-const ADAPTER_FOLDERS = ['schema', 'rest', 'http', 'subscriptions', 'pages'];
+/** The adapters and the composition root (src/app.ts, src/main.ts, src/cli.ts) sit above the domain layer. */
+const ADAPTER_FOLDERS = ['schema', 'rest', 'http', 'subscriptions', 'pages', 'cli', 'app', 'main'];
 
 const sourceFiles = (folder: string): string[] =>
   readdirSync(join(SRC, folder), { recursive: true, encoding: 'utf8' })
@@ -25,11 +26,11 @@ export function importsOf(source: string): string[] {
   return ts.preProcessFile(source, true, true).importedFiles.map((f) => f.fileName);
 }
 
-/** The folder under src/ an import of `file` lands in, or undefined for a package. */
+/** The folder (or top-level module, without extension) under src/ an import of `file` lands in; undefined for a package. */
 function srcFolderOf(file: string, specifier: string): string | undefined {
   if (!specifier.startsWith('.')) return undefined;
   const target = relative(SRC, resolve(dirname(file), specifier));
-  return target.startsWith('..') ? undefined : target.split(/[\\/]/)[0];
+  return target.startsWith('..') ? undefined : target.split(/[\\/]/)[0]?.replace(/\.[cm]?[jt]s$/, '');
 }
 
 /** The imports of `file` that break its layer's rule: `forbiddenFolders` of src/, or (optionally) adapter packages. */
@@ -47,7 +48,7 @@ const check = (folder: string, forbiddenFolders: string[], packagesToo: boolean)
   sourceFiles(folder).flatMap((file) => violations(file, readFileSync(file, 'utf8'), forbiddenFolders, packagesToo));
 
 describe('Architecture: the dependency direction of ARCHITECTURE.md', () => {
-  it('src/resolvers/ imports no protocol: no express, graphql, graphql-yoga, ws, graphql-ws, @pothos, nor src/{schema,rest,http,subscriptions,pages}', () => {
+  it('src/resolvers/ imports no protocol: no express, graphql, graphql-yoga, ws, graphql-ws, @pothos, nor src/{schema,rest,http,subscriptions,pages,cli}, nor the composition root', () => {
     expect(sourceFiles('resolvers').length).toBeGreaterThan(5);
     expect(check('resolvers', ADAPTER_FOLDERS, true)).toEqual([]);
   });
@@ -69,6 +70,7 @@ describe('Architecture: the dependency direction of ARCHITECTURE.md', () => {
       "const plugin = require('@pothos/plugin-errors');",
       "import { useServer } from 'graphql-ws/use/ws';",
       "import { requestSessionPort } from '../http/session.js';",
+      "import { buildApp } from '../app.js';",
       "import { merchants } from '../db/schema.js';", // allowed
       "import { z } from 'zod';", // allowed
       "import { hashToken } from './viewer.js';", // allowed
@@ -81,6 +83,7 @@ describe('Architecture: the dependency direction of ARCHITECTURE.md', () => {
         'src/resolvers/example.ts imports ../rest/envelope.js',
         'src/resolvers/example.ts imports graphql-ws/use/ws',
         'src/resolvers/example.ts imports ../http/session.js',
+        'src/resolvers/example.ts imports ../app.js',
         'src/resolvers/example.ts imports ws',
         'src/resolvers/example.ts imports @pothos/plugin-errors',
       ].sort(),
