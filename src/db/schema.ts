@@ -50,7 +50,10 @@ export const merchants = pgTable('merchants', {
     .$type<WorkbenchExtensions>()
     .notNull()
     .default({ nav: [], chat_actions: [], side_iframes: [], flags: {}, account_level_options: {} }),
-  /** Bumped on every settings change, so caches on every instance know theirs is stale. */
+  /**
+   * Reserved for a settings cache: to be bumped by whatever writes the settings above, so every
+   * instance can tell its copy is stale. Unused today: nothing caches merchant settings (README).
+   */
   settingsVersion: integer('settings_version').notNull().default(1),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
