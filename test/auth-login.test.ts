@@ -265,6 +265,14 @@ describe('SMS captcha when SMS verification for registration is off', () => {
     });
     expect(body).toEqual({ code: 1005, msg: expect.stringMatching(/not enabled/i), data: [] });
   });
+
+  it('POST /agent/login/smsverify answers the same error', async () => {
+    const { body } = await clientFromNewAddress().json('/agent/login/smsverify', {
+      method: 'POST',
+      form: { mobile: '13800138000', code: '123456' },
+    });
+    expect(body.code).toBe(1005);
+  });
 });
 
 describe('CAPTCHA_TEST_ANSWER', () => {

@@ -19,7 +19,7 @@ const sessionIdOf = (client: HttpClient) =>
 
 /** GET /agent/data/get as a fresh client (no cookie jar) with the given headers/path suffix. */
 const workbench = (suffix = '', headers: Record<string, string> = {}) =>
-  new HttpClient(t.url).json('/agent/data/get' + suffix, { headers });
+  new HttpClient(t.url).json(`/agent/data/get${suffix}`, { headers });
 
 /** Runs `fn` with the domain clock moved `ms` forward. */
 async function later<T>(ms: number, fn: () => Promise<T>): Promise<T> {

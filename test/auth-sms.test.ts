@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -96,6 +96,34 @@ const codeSentTo = (mobile: string) => {
   if (!message) throw new Error(`no SMS was sent to ${mobile}`);
   return message.code;
 };
+
+/** POSTs a form on a fresh TCP connection (no keep-alive pool) and parses the envelope. */
+function postOwnConnection(path: string, cookie: string, form: Record<string, string>) {
+  const body = new URLSearchParams(form).toString();
+  return new Promise<{ code: number; msg: string }>((resolve, reject) => {
+    const req = httpRequest(
+      `${t.url}${path}`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          cookie,
+          'content-type': 'application/x-www-form-urlencoded',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk) => {
+          text += chunk;
+        });
+        res.on('end', () => resolve(JSON.parse(text)));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 /** Runs `fn` with the domain clock moved `ms` forward. */
 async function later<T>(ms: number, fn: () => Promise<T>): Promise<T> {
@@ -245,9 +273,28 @@ describe('SMS code verification — POST /agent/login/smsverify', () => {
     await requestSms(client, mobile);
     const code = codeSentTo(mobile);
     const wrong = code === '000000' ? '000001' : '000000';
-    let last = { code: 0, msg: '' };
-    for (let i = 0; i < SMS_CODE_TRIES; i++) last = (await verify(client, mobile, wrong)).body;
-    expect(last.msg).toMatch(/no tries left/);
+    for (let i = 0; i < SMS_CODE_TRIES; i++) {
+      expect((await verify(client, mobile, wrong)).body).toEqual({ code: 1006, msg: 'Wrong SMS code', data: [] });
+    }
+    const { body } = await verify(client, mobile, code);
+    expect(body).toEqual({ code: 1006, msg: expect.stringMatching(/no tries left/i), data: [] });
+    expect((await verify(client, mobile, code)).body.code).toBe(1006);
+  });
+
+  it('tries are counted atomically: parallel wrong guesses in one Session use them all up', async () => {
+    const client = newClient();
+    const mobile = newMobile();
+    await requestSms(client, mobile);
+    const code = codeSentTo(mobile);
+    const guesses = Array.from({ length: 20 }, (_, i) => String((Number(code) + 1 + i) % 1_000_000).padStart(6, '0'));
+    // Each guess on a connection of its own, so the server really handles them side by side.
+    const cookie = cookieHeader(client);
+    const results = await Promise.all(
+      guesses.map((guess) => postOwnConnection('/agent/login/smsverify', cookie, { mobile, code: guess })),
+    );
+    expect(results.every((r) => r.code === 1006)).toBe(true);
+    // Only SMS_CODE_TRIES guesses were compared at all; the rest found no tries left.
+    expect(results.filter((r) => r.msg === 'Wrong SMS code').length).toBeLessThanOrEqual(SMS_CODE_TRIES);
     expect((await verify(client, mobile, code)).body.code).toBe(1006);
   });
 

@@ -8,8 +8,11 @@ export interface SessionState {
   agent?: { agentId: string; merchantId: string; bid: string; level: string };
   /** Optional push identifier given at login. */
   cid?: string;
-  /** A pending SMS verification code, bound to the number it was sent to. */
-  sms?: { mobile: string; codeHash: string; expiresAt: number; triesLeft: number };
+  /**
+   * A pending SMS verification code, bound to the number it was sent to; `id` names its
+   * counter of tries in the shared store (random, so the key says nothing about the code).
+   */
+  sms?: { id: string; mobile: string; codeHash: string; expiresAt: number };
   /** The mobile number whose SMS code was verified in this Session. */
   smsVerifiedMobile?: string;
 }

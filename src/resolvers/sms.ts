@@ -1,4 +1,4 @@
-import { createHash, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomInt, randomUUID, timingSafeEqual } from 'node:crypto';
 import { maskMobile } from '../auth/sms-driver.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
@@ -8,6 +8,8 @@ import type { SessionPort } from './session.js';
 /** Spec: the SMS code is valid for 5 minutes. */
 export const SMS_CODE_TTL_SECONDS = 300;
 export const SMS_CODE_TRIES = 5;
+const VERIFY_TRIES = { name: 'sms-verify', points: SMS_CODE_TRIES, durationSeconds: SMS_CODE_TTL_SECONDS };
+const NO_TRIES_LEFT = 'No tries left for this SMS code, request a new one';
 /** Mainland-China mobile numbers: 11 digits starting 13–19. */
 export const MAINLAND_MOBILE = /^1[3-9]\d{9}$/;
 
@@ -20,7 +22,15 @@ const LIMITS = {
   ipDaily: { name: 'sms-ip-day', points: 50, durationSeconds: 86_400 },
 };
 
-const hashCode = (mobile: string, code: string) => createHash('sha256').update(`${mobile}:${code}`).digest();
+function requireSmsRegistration(deps: Deps) {
+  if (!deps.config.smsRegistration) {
+    throw new DomainError('SMS_DISABLED', 'SMS verification for registration is not enabled');
+  }
+}
+
+/** Keyed with the session secret: a copy of the session store alone cannot brute-force the 10⁶ codes. */
+const hashCode = (deps: Deps, mobile: string, code: string) =>
+  createHmac('sha256', deps.config.sessionSecret).update(`${mobile}:${code}`).digest();
 
 /**
  * Sends a registration SMS code: the registration graphic captcha is checked first (so nobody
@@ -33,9 +43,7 @@ export async function sendSmsCaptcha(
   input: { mobile: string; captcha: string },
   clientIp: string,
 ): Promise<void> {
-  if (!deps.config.smsRegistration) {
-    throw new DomainError('SMS_DISABLED', 'SMS verification for registration is not enabled');
-  }
+  requireSmsRegistration(deps);
   if (!MAINLAND_MOBILE.test(input.mobile)) {
     throw new DomainError(
       'BAD_USER_INPUT',
@@ -60,34 +68,40 @@ export async function sendSmsCaptcha(
   }
   session.state.createdAt ??= deps.now();
   session.state.sms = {
+    id: randomUUID(),
     mobile: input.mobile,
-    codeHash: hashCode(input.mobile, code).toString('hex'),
+    codeHash: hashCode(deps, input.mobile, code).toString('hex'),
     expiresAt: deps.now() + SMS_CODE_TTL_SECONDS * 1000,
-    triesLeft: SMS_CODE_TRIES,
   };
   await session.save();
 }
 
 /**
  * Checks an SMS code against the one kept in the Session for that number. A right code is
- * used up; a wrong one costs a try, and after the last try the code is gone.
+ * used up. Every comparison first takes one of the code's tries from a counter in the shared
+ * store (atomic, unlike the Session, whose parallel requests would each see the same count),
+ * so however many guesses arrive at once, at most SMS_CODE_TRIES are ever compared.
  */
 export async function verifySmsCode(deps: Deps, session: SessionPort, input: { mobile: string; code: string }) {
+  requireSmsRegistration(deps);
   const pending = session.state.sms;
   const invalid = (msg: string) => new DomainError('SMS_CODE_INVALID', msg);
   if (!pending || pending.mobile !== input.mobile)
     throw invalid('No SMS code was sent to this number, request a new one');
-  if (pending.expiresAt <= deps.now()) {
+  const discard = async (msg: string) => {
     session.state.sms = undefined;
     await session.save();
-    throw invalid('The SMS code has expired, request a new one');
+    return invalid(msg);
+  };
+  if (pending.expiresAt <= deps.now()) throw await discard('The SMS code has expired, request a new one');
+  try {
+    await deps.rateLimiter(VERIFY_TRIES).consume(pending.id, () => NO_TRIES_LEFT);
+  } catch (error) {
+    if (error instanceof DomainError && error.code === 'RATE_LIMITED') throw await discard(NO_TRIES_LEFT);
+    throw error;
   }
-  const ok = timingSafeEqual(Buffer.from(pending.codeHash, 'hex'), hashCode(input.mobile, input.code));
-  if (!ok) {
-    pending.triesLeft -= 1;
-    if (pending.triesLeft <= 0) session.state.sms = undefined;
-    await session.save();
-    throw invalid(pending.triesLeft > 0 ? 'Wrong SMS code' : 'Wrong SMS code; no tries left, request a new one');
+  if (!timingSafeEqual(Buffer.from(pending.codeHash, 'hex'), hashCode(deps, input.mobile, input.code))) {
+    throw invalid('Wrong SMS code');
   }
   session.state.sms = undefined;
   session.state.smsVerifiedMobile = input.mobile;

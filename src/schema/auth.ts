@@ -1,3 +1,4 @@
+import { badInput } from '../errors.js';
 import { loginInput, parseInput } from '../resolvers/inputs.js';
 import { login, logout } from '../resolvers/login.js';
 import { loadAgentProfile } from '../resolvers/workbench.js';
@@ -7,7 +8,7 @@ import { AgentRef } from './workbench.js';
 
 /** Login and logout change the HTTP Session (cookie): they cannot run over a socket. */
 function httpSession(ctx: GraphQLContext) {
-  if (!ctx.session) throw new Error('login and logout are HTTP-only operations');
+  if (!ctx.session) throw badInput('login and logout are HTTP-only operations: send them as POST /graphql');
   return ctx.session;
 }
 
