@@ -180,6 +180,13 @@ describe('Brute-force throttling', () => {
     expect((await submit(clientFromNewAddress(), credentials('alice'))).body.code).toBe(0);
   });
 
+  it('successful logins do not count against the address (many agents behind one NAT)', async () => {
+    const office = clientFromNewAddress();
+    for (let i = 0; i < 35; i++) {
+      expect((await submit(office, credentials(i % 2 ? 'alice' : 'tom'))).body.code).toBe(0);
+    }
+  });
+
   it('a lock applies to the GraphQL login too (one domain implementation)', async () => {
     const client = clientFromNewAddress();
     await client.captcha('login');

@@ -25,8 +25,9 @@ export interface LoginResult {
 export const WORKBENCH_PATH = '/agent/';
 export const TICKET_ENTRY_PATH = '/agent/ticket';
 
-// Brute-force limits on failed logins: per account (case-folded) and per client address.
-const ACCOUNT_FAILURES = { name: 'login-fail-account', points: 5, durationSeconds: 900, blockSeconds: 900 };
+// Brute-force limits: attempts per account (case-folded; a success resets them) and failures
+// per client address, each within 15 minutes, then locked for 15 minutes.
+const ACCOUNT_ATTEMPTS = { name: 'login-account', points: 5, durationSeconds: 900, blockSeconds: 900 };
 const IP_FAILURES = { name: 'login-fail-ip', points: 30, durationSeconds: 900, blockSeconds: 900 };
 
 const LOGIN_FAILED_MSG = 'Wrong username or password';
@@ -45,9 +46,23 @@ export async function login(
   await consumeCaptcha(deps, session.id, 'login', input.captcha);
 
   const account = input.username.trim().toLowerCase();
-  const accountLimiter = deps.rateLimiter(ACCOUNT_FAILURES);
+  const accountLimiter = deps.rateLimiter(ACCOUNT_ATTEMPTS);
   const ipLimiter = deps.rateLimiter(IP_FAILURES);
-  const [accountWait, ipWait] = await Promise.all([accountLimiter.isBlocked(account), ipLimiter.isBlocked(clientIp)]);
+  // The account's attempt is taken before the password is compared (atomically, in the shared
+  // store), so a burst of parallel guesses gets no more than ACCOUNT_ATTEMPTS compared; a
+  // success gives them back. The address counts failures only: many agents share one NAT.
+  const [accountLocked, ipWait] = await Promise.all([
+    accountLimiter
+      .consume(account, () => LOGIN_FAILED_MSG)
+      .then(
+        () => false,
+        (error: unknown) => {
+          if (error instanceof DomainError && error.code === 'RATE_LIMITED') return true;
+          throw error;
+        },
+      ),
+    ipLimiter.isBlocked(clientIp),
+  ]);
 
   const [row] = await deps.db
     .select({ agent: agents, bid: merchants.bid })
@@ -58,13 +73,9 @@ export async function login(
   // Always hash, so a locked account, an unknown user and a wrong password cost the same time.
   const passwordOk = await verifyPassword(row?.agent.passwordHash, input.password);
 
-  if (accountWait > 0 || ipWait > 0) throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
+  if (accountLocked || ipWait > 0) throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
   if (!row || !passwordOk) {
-    const failure = () => LOGIN_FAILED_MSG;
-    await Promise.all([
-      accountLimiter.consume(account, failure).catch(() => {}),
-      ipLimiter.consume(clientIp, failure).catch(() => {}),
-    ]);
+    await ipLimiter.consume(clientIp, () => LOGIN_FAILED_MSG).catch(() => {});
     throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
   }
   const { agent, bid } = row;
