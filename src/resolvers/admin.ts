@@ -1,0 +1,219 @@
+import { randomBytes } from 'node:crypto';
+import { and, eq, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { hashPassword } from '../auth/passwords.js';
+import { type Agent, agentGroups, agents, merchants } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
+import { newId, newSecret } from '../ids.js';
+import { publishEvent } from './channels.js';
+import { publishSessionEnded } from './events.js';
+import { parseInput, publishEventInput, text } from './inputs.js';
+import { agentSessionsKey } from './session.js';
+import { issueVisitorToken, revokeVisitorToken, userHashFor } from './visitor.js';
+
+/**
+ * Operator actions (the admin CLI is their adapter): create merchants and agents, disable an
+ * agent, reset a password, issue or revoke visitor tokens, publish a test event. Each validates
+ * its own input and reuses the domain functions the gateway runs.
+ */
+
+/** Ends stored Sessions by ID; implemented over the HTTP session store by the adapter. */
+export interface SessionTerminator {
+  destroy(sessionId: string): Promise<void>;
+}
+
+export const LEVELS = ['agent', 'admin', 'ticket_agent'] as const;
+
+const bid = z.string().regex(/^[a-z0-9][a-z0-9_-]{1,31}$/, 'must be 2-32 lowercase letters, digits, _ or -');
+const username = z.string().regex(/^[A-Za-z0-9_.@-]{1,64}$/, 'must be 1-64 letters, digits or _ . @ -');
+const password = z.string().min(8, 'must be at least 8 characters').max(256, 'must be at most 256 characters');
+
+export const createMerchantInput = z.object({
+  bid,
+  appname: text(64).refine((s) => s.trim().length > 0, 'is required'),
+  appkey: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{8,128}$/, 'must be 8-128 letters, digits, _ or -')
+    .optional(),
+  verified: z.boolean().optional(),
+});
+
+export const createAgentInput = z.object({
+  bid,
+  username,
+  password: password.optional(),
+  nickname: text(64).optional(),
+  level: z.enum(LEVELS).default('agent'),
+  group: text(64).optional(),
+});
+
+export const agentRef = z.object({ username });
+
+/** A password an operator hands over once: 16 URL-safe characters (96 bits). */
+const generatePassword = () => randomBytes(12).toString('base64url');
+
+/**
+ * Creates a merchant with its `Default` agent group. Returns the public appkey and the
+ * identity secret (for signing identified visitors' `user_hash`), shown to the operator once.
+ */
+export async function createMerchant(deps: Deps, raw: unknown) {
+  const input = parseInput(createMerchantInput, raw);
+  const id = newId('m');
+  const appkey = input.appkey ?? `${input.bid}-${newSecret(12)}`;
+  const identitySecret = newSecret(32);
+  const inserted = await deps.db
+    .insert(merchants)
+    .values({ id, bid: input.bid, appname: input.appname, appkey, identitySecret, verified: input.verified ?? false })
+    .onConflictDoNothing()
+    .returning({ id: merchants.id });
+  if (inserted.length === 0) throw new DomainError('BAD_USER_INPUT', 'bid or appkey is already taken');
+  await deps.db.insert(agentGroups).values({ id: newId('g'), merchantId: id, name: 'Default', isDefault: true });
+  return { merchantId: id, bid: input.bid, appname: input.appname, appkey, identitySecret };
+}
+
+/** Creates an agent of a merchant; a password is generated (and returned once) when none is given. */
+export async function createAgent(deps: Deps, raw: unknown) {
+  const input = parseInput(createAgentInput, raw);
+  const merchant = await merchantByBid(deps, input.bid);
+  const [group] = await deps.db
+    .select({ id: agentGroups.id })
+    .from(agentGroups)
+    .where(
+      and(
+        eq(agentGroups.merchantId, merchant.id),
+        input.group ? eq(agentGroups.name, input.group) : eq(agentGroups.isDefault, true),
+      ),
+    )
+    .limit(1);
+  if (input.group && !group)
+    throw new DomainError('NOT_FOUND', `No agent group ${input.group} in merchant ${input.bid}`);
+  const plain = input.password ?? generatePassword();
+  const id = newId('a');
+  const inserted = await deps.db
+    .insert(agents)
+    .values({
+      id,
+      merchantId: merchant.id,
+      groupId: group?.id ?? null,
+      username: input.username,
+      passwordHash: await hashPassword(plain),
+      nickname: input.nickname ?? input.username,
+      level: input.level,
+    })
+    .onConflictDoNothing()
+    .returning({ id: agents.id });
+  if (inserted.length === 0) throw new DomainError('BAD_USER_INPUT', 'username is already taken');
+  return {
+    agentId: id,
+    username: input.username,
+    bid: input.bid,
+    level: input.level,
+    ...(input.password ? {} : { password: plain }),
+  };
+}
+
+/**
+ * Disables an agent: it can no longer log in, and every Session it has is destroyed and
+ * announced (`session.ended`, reason `disabled`) so its open subscriptions on every instance end.
+ */
+export async function disableAgent(deps: Deps, raw: unknown, sessions: SessionTerminator) {
+  const agent = await findAgent(deps, raw);
+  await deps.db.update(agents).set({ disabled: true }).where(eq(agents.id, agent.id));
+  const sessionsEnded = await endAgentSessions(deps, agent.id, sessions, 'disabled');
+  return { agentId: agent.id, username: agent.username, disabled: true, sessionsEnded };
+}
+
+/** Enables a disabled agent again (its old Sessions stay ended). */
+export async function enableAgent(deps: Deps, raw: unknown) {
+  const agent = await findAgent(deps, raw);
+  await deps.db.update(agents).set({ disabled: false }).where(eq(agents.id, agent.id));
+  return { agentId: agent.id, username: agent.username, disabled: false };
+}
+
+/**
+ * Sets a new password (generated and returned once when none is given) and ends the agent's
+ * Sessions, so whoever knew the old one is logged out everywhere.
+ */
+export async function resetAgentPassword(deps: Deps, raw: unknown, sessions: SessionTerminator) {
+  const input = parseInput(agentRef.extend({ password: password.optional() }), raw);
+  const agent = await findAgent(deps, { username: input.username });
+  const plain = input.password ?? generatePassword();
+  await deps.db
+    .update(agents)
+    .set({ passwordHash: await hashPassword(plain) })
+    .where(eq(agents.id, agent.id));
+  const sessionsEnded = await endAgentSessions(deps, agent.id, sessions, 'password_reset');
+  return { agentId: agent.id, username: agent.username, sessionsEnded, ...(input.password ? {} : { password: plain }) };
+}
+
+export const operatorVisitorTokenInput = z.object({
+  appkey: text(128),
+  userId: text(128).optional(),
+  nickname: text(64).optional(),
+  lang: z.string().optional(),
+});
+
+/**
+ * Issues a visitor token as the merchant's own backend would: anonymous, or for `userId`
+ * signed with the merchant's identity secret (the same uid every time).
+ */
+export async function issueOperatorVisitorToken(deps: Deps, raw: unknown) {
+  const input = parseInput(operatorVisitorTokenInput, raw);
+  let userHash: string | undefined;
+  if (input.userId !== undefined) {
+    const [merchant] = await deps.db
+      .select({ secret: merchants.identitySecret })
+      .from(merchants)
+      .where(eq(merchants.appkey, input.appkey))
+      .limit(1);
+    if (!merchant) throw new DomainError('APPKEY_INVALID', 'Unknown appkey');
+    userHash = userHashFor(merchant.secret, input.userId);
+  }
+  return issueVisitorToken(
+    deps,
+    { appkey: input.appkey, userId: input.userId, userHash, nickname: input.nickname, lang: input.lang },
+    'operator',
+  );
+}
+
+/** Revokes a visitor token; `revoked` is false when no such token exists. */
+export async function revokeOperatorVisitorToken(deps: Deps, raw: unknown) {
+  const { token } = parseInput(z.object({ token: text(512) }), raw);
+  return { revoked: await revokeVisitorToken(deps, token) };
+}
+
+/** Publishes an event on a channel, exactly as POST /internal/events does. */
+export async function publishTestEvent(deps: Deps, raw: unknown) {
+  const event = await publishEvent(deps, parseInput(publishEventInput, raw));
+  return { id: event.id, channel: event.channel, event: event.event };
+}
+
+async function merchantByBid(deps: Deps, value: string) {
+  const [merchant] = await deps.db.select().from(merchants).where(eq(merchants.bid, value)).limit(1);
+  if (!merchant) throw new DomainError('NOT_FOUND', `No merchant with bid ${value}`);
+  return merchant;
+}
+
+async function findAgent(deps: Deps, raw: unknown): Promise<Agent> {
+  const input = parseInput(agentRef, raw);
+  const [agent] = await deps.db
+    .select()
+    .from(agents)
+    .where(eq(sql`lower(${agents.username})`, input.username.toLowerCase()))
+    .limit(1);
+  if (!agent) throw new DomainError('NOT_FOUND', `No agent ${input.username}`);
+  return agent;
+}
+
+/** Destroys every Session in the agent's index and announces their end; returns how many. */
+async function endAgentSessions(deps: Deps, agentId: string, sessions: SessionTerminator, reason: string) {
+  const key = agentSessionsKey(agentId);
+  const ids = await deps.kv.members(key);
+  for (const id of ids) {
+    await sessions.destroy(id);
+    await deps.kv.removeFromSet(key, id);
+  }
+  if (ids.length > 0) await publishSessionEnded(deps, agentId, ids, reason);
+  return ids.length;
+}
