@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { DomainError } from '../errors.js';
 import { compareIds, type EventId } from './event-id.js';
 
 export interface ChannelEvent {
@@ -11,27 +12,50 @@ export interface ChannelEvent {
   at: string;
 }
 
-/** The event a resuming subscriber gets first when events it missed were already dropped. */
+/** The event a resuming subscriber gets when events after its `since` were already dropped. */
 export const HISTORY_GAP = 'history.gap';
+
+/** Undelivered live events one subscription may hold before it is ended as a slow consumer. */
+export const DEFAULT_MAX_QUEUED_EVENTS = 500;
+
+/** How many kept events a resuming subscriber reads at a time (bounds the memory of a replay). */
+const REPLAY_PAGE = 100;
+
+/**
+ * Thrown by a subscription whose consumer fell more than `maxQueued` live events behind: its
+ * queue is dropped rather than grown. The client resumes with `since` and reads from history.
+ * A RATE_LIMITED DomainError, so adapters report it as such (the WebSocket adapter closes 1013).
+ */
+export class SlowConsumerError extends DomainError {
+  constructor(readonly channel: string) {
+    super('RATE_LIMITED', 'Too many undelivered events: this consumer is too slow; resume with since');
+    this.name = 'SlowConsumerError';
+  }
+}
 
 export interface EventBus {
   publish(channel: string, event: string, data: unknown): Promise<ChannelEvent>;
   /**
    * Live events of `channel`. With `since`, first the kept events after it, in order, then live
    * ones, with no gap and no duplicate; a `history.gap` event first when some were dropped.
-   * Ends when `signal` aborts.
+   * Ends when `signal` aborts (promptly, even while waiting); throws SlowConsumerError when the
+   * consumer lets more than `maxQueued` live events pile up.
    */
-  subscribe(channel: string, opts?: { since?: EventId; signal?: AbortSignal }): AsyncGenerator<ChannelEvent>;
+  subscribe(
+    channel: string,
+    opts?: { since?: EventId; signal?: AbortSignal; maxQueued?: number },
+  ): AsyncGenerator<ChannelEvent>;
   close(): Promise<void>;
 }
 
 /** What a concrete store provides; the subscribe algorithm above it is shared. */
 interface HistoryBackend {
   append(channel: string, event: string, data: unknown, at: string): Promise<ChannelEvent>;
-  /** Kept events with id > `after`, oldest first. */
-  range(channel: string, after: EventId): Promise<ChannelEvent[]>;
-  /** True when events after `since` have been dropped (trimmed or expired). */
-  lostSince(channel: string, since: EventId): Promise<boolean>;
+  /**
+   * Up to `limit` kept events with id > `after`, oldest first, read atomically with whether
+   * any event after `after` was dropped (trimmed, expired, or from before this history began).
+   */
+  page(channel: string, after: EventId, limit: number): Promise<{ events: ChannelEvent[]; lost: boolean }>;
   /** Starts live delivery of a channel to this instance. */
   listen(channel: string): Promise<void>;
   unlisten(channel: string): Promise<void>;
@@ -45,9 +69,17 @@ interface LocalHubs {
   cursors(): Iterable<[channel: string, lastId: EventId | undefined]>;
 }
 
+/**
+ * History bookkeeping shared by both stores: each channel remembers its `floor`, the newest id
+ * that may have been dropped. A history that starts afresh (first event, or after expiry) puts
+ * its floor at its first id, so a `since` from before it counts as lost. Events after `since`
+ * are lost exactly when `since < floor`.
+ */
+const isLost = (since: EventId, floor: EventId | null | undefined) => !floor || compareIds(since, floor) < 0;
+
 type Listener = (event: ChannelEvent) => void;
 
-function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend): EventBus {
+function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: { maxQueued: number }): EventBus {
   // One hub a channel with local listeners; `lastId` drops duplicates (replays after reconnects).
   const hubs = new Map<string, { listeners: Set<Listener>; lastId?: EventId; ready: Promise<void> }>();
   const deliver = (event: ChannelEvent) => {
@@ -67,9 +99,12 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend): EventBus {
   async function join(channel: string, listener: Listener) {
     let hub = hubs.get(channel);
     if (!hub) {
-      hub = { listeners: new Set(), ready: backend.listen(channel) };
-      hubs.set(channel, hub);
-      hub.ready.catch(() => hubs.delete(channel));
+      const created = { listeners: new Set<Listener>(), ready: backend.listen(channel) };
+      hub = created;
+      hubs.set(channel, created);
+      created.ready.catch(() => {
+        if (hubs.get(channel) === created) hubs.delete(channel);
+      });
     }
     hub.listeners.add(listener);
     try {
@@ -82,8 +117,7 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend): EventBus {
 
   function leave(channel: string, listener: Listener) {
     const hub = hubs.get(channel);
-    if (!hub) return;
-    hub.listeners.delete(listener);
+    if (!hub?.listeners.delete(listener)) return;
     if (hub.listeners.size === 0) {
       hubs.delete(channel);
       backend.unlisten(channel).catch(() => {});
@@ -93,11 +127,20 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend): EventBus {
   return {
     publish: (channel, event, data) => backend.append(channel, event, data, new Date().toISOString()),
 
-    async *subscribe(channel, { since, signal } = {}) {
-      const queue: ChannelEvent[] = [];
+    async *subscribe(channel, { since, signal, maxQueued = defaults.maxQueued } = {}) {
+      // Live events wait here until the consumer pulls them; past `maxQueued` the queue is
+      // dropped and the subscription ends, so a stalled consumer costs bounded memory.
+      let queue: ChannelEvent[] = [];
+      let overflowed = false;
       let wake: (() => void) | undefined;
       const listener: Listener = (event) => {
-        queue.push(event);
+        if (overflowed) return;
+        if (queue.length >= maxQueued) {
+          overflowed = true;
+          queue = [];
+        } else {
+          queue.push(event);
+        }
         wake?.();
       };
       const onAbort = () => wake?.();
@@ -106,16 +149,22 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend): EventBus {
       await join(channel, listener);
       try {
         let cursor = since;
-        if (since) {
-          if (await backend.lostSince(channel, since)) {
-            yield { id: since, channel, event: HISTORY_GAP, data: { since }, at: new Date().toISOString() };
-          }
-          for (const event of await backend.range(channel, since)) {
-            yield event;
-            cursor = event.id;
+        if (cursor) {
+          // Replay page by page; each page says whether events after the cursor were dropped.
+          while (!signal?.aborted) {
+            const { events, lost } = await backend.page(channel, cursor, REPLAY_PAGE);
+            if (lost) {
+              yield { id: cursor, channel, event: HISTORY_GAP, data: { since: cursor }, at: new Date().toISOString() };
+            }
+            for (const event of events) {
+              yield event;
+              cursor = event.id;
+            }
+            if (events.length < REPLAY_PAGE) break;
           }
         }
         while (!signal?.aborted) {
+          if (overflowed) throw new SlowConsumerError(channel);
           const event = queue.shift();
           if (!event) {
             await new Promise<void>((resolve) => {
@@ -138,46 +187,105 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend): EventBus {
   };
 }
 
-/** In-process bus: a ring buffer of `historySize` events per channel. */
-export function memoryEventBus(opts: { historySize: number }): EventBus {
-  return createBus(({ deliver }) => {
-    const channels = new Map<string, { events: ChannelEvent[]; lastId?: EventId; droppedUpTo?: EventId }>();
-    const nextId = (last: EventId | undefined) => {
-      const now = Date.now();
-      const [ms = 0, seq = 0] = (last ?? '0-0').split('-').map(Number);
-      return now > ms ? `${now}-0` : `${ms}-${seq + 1}`;
-    };
-    return {
-      async append(channel, event, data, at) {
-        const state = channels.get(channel) ?? { events: [] };
-        channels.set(channel, state);
-        const id = nextId(state.lastId);
-        state.lastId = id;
-        const entry = { id, channel, event, data, at };
-        state.events.push(entry);
-        if (state.events.length > opts.historySize) state.droppedUpTo = state.events.shift()?.id;
-        deliver(entry);
-        return entry;
-      },
-      async range(channel, after) {
-        return (channels.get(channel)?.events ?? []).filter((e) => compareIds(e.id, after) > 0);
-      },
-      async lostSince(channel, since) {
-        const state = channels.get(channel);
-        if (!state) return true; // a since id for a channel we know nothing of: its history is gone
-        return state.droppedUpTo !== undefined && compareIds(since, state.droppedUpTo) < 0;
-      },
-      listen: async () => {},
-      unlisten: async () => {},
-      close: async () => channels.clear(),
-    };
-  });
+/** Lower index of the first event with id > `after` (events are in id order). */
+function firstAfter(events: ChannelEvent[], after: EventId): number {
+  let lo = 0;
+  let hi = events.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareIds((events[mid] as ChannelEvent).id, after) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /**
- * Redis bus: each channel's history is a Stream capped at about `historySize` entries and kept
- * `historyTtlSeconds` after the last event; live delivery is Redis pub/sub. XADD and PUBLISH run
- * in one script so every instance sees events in stream order.
+ * In-process bus: the last `historySize` events per channel in memory; a channel idle for
+ * `historyTtlSeconds` forgets its history (as a Redis stream expires).
+ */
+export function memoryEventBus(opts: {
+  historySize: number;
+  historyTtlSeconds?: number;
+  maxQueued?: number;
+}): EventBus {
+  const ttlMs = (opts.historyTtlSeconds ?? 86_400) * 1000;
+  return createBus(
+    ({ deliver }) => {
+      const channels = new Map<string, { events: ChannelEvent[]; lastId: EventId; floor: EventId; touched: number }>();
+      const sweep = setInterval(() => {
+        const cutoff = Date.now() - ttlMs;
+        for (const [name, state] of channels) if (state.touched < cutoff) channels.delete(name);
+      }, 60_000);
+      sweep.unref();
+      const nextId = (last: EventId | undefined) => {
+        const now = Date.now();
+        const [ms = 0, seq = 0] = (last ?? '0-0').split('-').map(Number);
+        return now > ms ? `${now}-0` : `${ms}-${seq + 1}`;
+      };
+      return {
+        async append(channel, event, data, at) {
+          const existing = channels.get(channel);
+          const id = nextId(existing?.lastId);
+          const state = existing ?? { events: [], lastId: id, floor: id, touched: 0 };
+          channels.set(channel, state);
+          state.lastId = id;
+          state.touched = Date.now();
+          const entry = { id, channel, event, data, at };
+          state.events.push(entry);
+          if (state.events.length > opts.historySize) state.floor = (state.events.shift() as ChannelEvent).id;
+          deliver(entry);
+          return entry;
+        },
+        async page(channel, after, limit) {
+          const state = channels.get(channel);
+          if (!state) return { events: [], lost: true }; // nothing kept: forgotten, or from before a restart
+          const start = firstAfter(state.events, after);
+          return { events: state.events.slice(start, start + limit), lost: isLost(after, state.floor) };
+        },
+        listen: async () => {},
+        unlisten: async () => {},
+        close: async () => {
+          clearInterval(sweep);
+          channels.clear();
+        },
+      };
+    },
+    { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS },
+  );
+}
+
+/** A Lua script registered once on a client (EVALSHA, keys prefixed by the client's keyPrefix). */
+function script(redis: Redis, name: string, numberOfKeys: number, lua: string) {
+  if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
+  const client = redis as unknown as Record<string, (...args: string[]) => Promise<unknown>>;
+  return (...args: string[]) => (client[name] as (...args: string[]) => Promise<unknown>).call(redis, ...args);
+}
+
+/**
+ * XADD, trim to exactly ARGV[1] entries recording the newest dropped id as the floor, refresh
+ * both keys' TTL, and PUBLISH — in one script, so every instance sees events in stream order.
+ * KEYS: stream, floor. ARGV: history size, payload, ttl ms, pub/sub topic.
+ */
+const APPEND_LUA = `
+local fresh = redis.call('EXISTS', KEYS[1]) == 0
+local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
+if fresh then redis.call('SET', KEYS[2], id) end
+local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1])
+if excess > 0 then
+  local dropped = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', excess)
+  redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])
+  redis.call('SET', KEYS[2], dropped[#dropped][1])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[2])
+return id`;
+
+/**
+ * Redis bus: each channel's history is a Stream of the last `historySize` entries, kept
+ * `historyTtlSeconds` after the last event, beside a small key holding its floor; live delivery
+ * is Redis pub/sub. Keys go through the client's keyPrefix; pub/sub topics are prefixed here
+ * (the subscriber connection has no keyPrefix, and topics are not keys).
  */
 export function redisEventBus(opts: {
   redis: Redis;
@@ -186,84 +294,89 @@ export function redisEventBus(opts: {
   prefix: string;
   historySize: number;
   historyTtlSeconds?: number;
+  maxQueued?: number;
 }): EventBus {
   const { redis, subscriber, prefix } = opts;
   const ttlMs = (opts.historyTtlSeconds ?? 86_400) * 1000;
-  const streamKey = (channel: string) => `stream:${channel}`; // the client's keyPrefix is added
+  const streamKey = (channel: string) => `stream:${channel}`;
+  const floorKey = (channel: string) => `stream-floor:${channel}`;
   const topic = (channel: string) => `${prefix}events:${channel}`;
   const channelOf = (t: string) => t.slice(`${prefix}events:`.length);
+  const append = script(redis, 'parleyBusAppend', 2, APPEND_LUA);
 
-  return createBus(({ deliver, cursors }) => {
-    const decode = (channel: string, id: string, json: string): ChannelEvent => {
-      const { event, data, at } = JSON.parse(json) as { event: string; data: unknown; at: string };
-      return { id, channel, event, data, at };
-    };
-    const fromStream = (channel: string, entries: [string, string[]][]) =>
-      entries.map(([id, fields]) => decode(channel, id, fields[1] ?? '{}'));
-    const onMessage = (t: string, message: string) => {
-      const space = message.indexOf(' ');
-      deliver(decode(channelOf(t), message.slice(0, space), message.slice(space + 1)));
-    };
-    // While the subscriber connection is down pub/sub delivers nothing: when it is back, fetch
-    // the missed events from the streams (the hubs drop any duplicate).
-    let downSince: number | undefined;
-    const onClose = () => {
-      downSince ??= Date.now();
-    };
-    const onReady = async () => {
-      if (downSince === undefined) return;
-      const fallback = `${downSince - 2000}-0`;
-      downSince = undefined;
-      for (const [channel, lastId] of cursors()) {
-        const after = lastId ?? fallback;
-        const entries = await redis.xrange(streamKey(channel), `(${after}`, '+').catch(() => []);
-        for (const e of fromStream(channel, entries)) deliver(e);
-      }
-    };
-    subscriber.on('message', onMessage);
-    subscriber.on('close', onClose);
-    subscriber.on('ready', onReady);
-
-    return {
-      async append(channel, event, data, at) {
-        const payload = JSON.stringify({ event, data, at });
-        const id = (await redis.eval(
-          `local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2])
-           redis.call('PEXPIRE', KEYS[1], ARGV[3])
-           redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[2])
-           return id`,
-          1,
-          streamKey(channel),
-          String(opts.historySize),
-          payload,
-          String(ttlMs),
-          topic(channel),
-        )) as string;
+  return createBus(
+    ({ deliver, cursors }) => {
+      const decode = (channel: string, id: string, json: string): ChannelEvent => {
+        const { event, data, at } = JSON.parse(json) as { event: string; data: unknown; at: string };
         return { id, channel, event, data, at };
-      },
-      async range(channel, after) {
-        return fromStream(channel, await redis.xrange(streamKey(channel), `(${after}`, '+'));
-      },
-      async lostSince(channel, since) {
-        const info = (await redis.call('XINFO', 'STREAM', `${prefix}${streamKey(channel)}`).catch(() => null)) as
-          | (string | number)[]
-          | null;
-        if (!info) return true; // no stream: expired, or never existed for this since id
-        const field = info.indexOf('max-deleted-entry-id');
-        const maxDeleted = field >= 0 ? String(info[field + 1]) : '0-0';
-        return compareIds(since, maxDeleted) < 0;
-      },
-      async listen(channel) {
-        await subscriber.subscribe(topic(channel));
-      },
-      async unlisten(channel) {
-        await subscriber.unsubscribe(topic(channel));
-      },
-      async close() {
-        subscriber.off('message', onMessage);
-        subscriber.off('close', onClose);
-        subscriber.off('ready', onReady);
-      },
-    };
-  });
+      };
+      const fromStream = (channel: string, entries: [string, string[]][]) =>
+        entries.map(([id, fields]) => decode(channel, id, fields[1] ?? '{}'));
+      const onMessage = (t: string, message: string) => {
+        if (!t.startsWith(`${prefix}events:`)) return;
+        const space = message.indexOf(' ');
+        deliver(decode(channelOf(t), message.slice(0, space), message.slice(space + 1)));
+      };
+      // While the subscriber connection is down pub/sub delivers nothing: when it is back, fetch
+      // the missed events from the streams (the hubs drop any duplicate).
+      let downSince: number | undefined;
+      const onClose = () => {
+        downSince ??= Date.now();
+      };
+      const onReady = async () => {
+        if (downSince === undefined) return;
+        const fallback = `${downSince - 2000}-0`;
+        downSince = undefined;
+        for (const [channel, lastId] of cursors()) {
+          const after = lastId ?? fallback;
+          const entries = await redis.xrange(streamKey(channel), `(${after}`, '+').catch(() => []);
+          for (const e of fromStream(channel, entries)) deliver(e);
+        }
+      };
+      subscriber.on('message', onMessage);
+      subscriber.on('close', onClose);
+      subscriber.on('ready', onReady);
+
+      return {
+        async append(channel, event, data, at) {
+          const payload = JSON.stringify({ event, data, at });
+          const id = (await append(
+            streamKey(channel),
+            floorKey(channel),
+            String(opts.historySize),
+            payload,
+            String(ttlMs),
+            topic(channel),
+          )) as string;
+          return { id, channel, event, data, at };
+        },
+        async page(channel, after, limit) {
+          // One transaction, so no trim can fall between reading the floor and the entries.
+          const replies = await redis
+            .multi()
+            .get(floorKey(channel))
+            .xrange(streamKey(channel), `(${after}`, '+', 'COUNT', limit)
+            .exec();
+          const [floorReply, rangeReply] = replies ?? [];
+          if (!floorReply || !rangeReply || floorReply[0] || rangeReply[0]) {
+            throw floorReply?.[0] ?? rangeReply?.[0] ?? new Error('Redis transaction aborted');
+          }
+          const floor = floorReply[1] as string | null;
+          return { events: fromStream(channel, rangeReply[1] as [string, string[]][]), lost: isLost(after, floor) };
+        },
+        async listen(channel) {
+          await subscriber.subscribe(topic(channel));
+        },
+        async unlisten(channel) {
+          await subscriber.unsubscribe(topic(channel));
+        },
+        async close() {
+          subscriber.off('message', onMessage);
+          subscriber.off('close', onClose);
+          subscriber.off('ready', onReady);
+        },
+      };
+    },
+    { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS },
+  );
 }
