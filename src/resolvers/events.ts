@@ -5,6 +5,9 @@ import type { Deps } from '../deps.js';
 export const agentChannel = (agentId: string) => `agent-${agentId}`;
 export const globalChannel = (bid: string) => `global-${bid}`;
 
+/** The final event of an agent's subscriptions when its Session ends (see README "Real-time"). */
+export const SESSION_ENDED = 'session.ended';
+
 /**
  * A short public fingerprint of a Session ID: lets a `session.ended` event name the Session it
  * ends without putting the secret ID on a channel.
@@ -17,9 +20,14 @@ export async function publishAgentEvent(deps: Deps, merchant: { bid: string }, e
   await publishQuietly(deps, globalChannel(merchant.bid), event, data);
 }
 
+/** An agent's presence changed (see presence.ts); published once per change on `global-{bid}`. */
+export async function publishAgentState(deps: Deps, bid: string, agentId: string, state: string, reason: string) {
+  await publishQuietly(deps, globalChannel(bid), 'agent.state', { agent_id: agentId, state, reason });
+}
+
 /** The agent's Session(s) ended: subscribers under those Sessions stop and log in again. */
 export async function publishSessionEnded(deps: Deps, agentId: string, sessionIds: string[], reason: string) {
-  await publishQuietly(deps, agentChannel(agentId), 'session.ended', {
+  await publishQuietly(deps, agentChannel(agentId), SESSION_ENDED, {
     reason,
     sessions: sessionIds.map(sessionFingerprint),
   });
