@@ -1,8 +1,9 @@
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import type { ChannelEvent } from '../stores/bus.js';
-import { agentChannel, globalChannel, sessionFingerprint } from './events.js';
-import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
+import { agentChannel, globalChannel, publishSessionEnded, SESSION_ENDED, sessionFingerprint } from './events.js';
+import type { SessionPort } from './session.js';
+import { type AgentViewer, requireAgent, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
 export type ChannelViewer = AgentViewer | VisitorViewer;
 
@@ -21,49 +22,128 @@ export function authorizeChannel(viewer: ChannelViewer, name: string): void {
 }
 
 /**
+ * An async iterator over `run(signal)` whose `return()` takes effect at once: it aborts
+ * `signal`, which wakes the generator wherever it waits. (A bare async generator's `return()`
+ * waits for its next `yield`, so a subscription to a quiet channel would never be released
+ * when its client leaves.)
+ */
+function abortable<T>(run: (signal: AbortSignal) => AsyncGenerator<T>, outer?: AbortSignal): AsyncGenerator<T> {
+  const stop = new AbortController();
+  const onOuterAbort = () => stop.abort();
+  outer?.addEventListener('abort', onOuterAbort, { once: true });
+  const inner = run(stop.signal);
+  const release = () => {
+    outer?.removeEventListener('abort', onOuterAbort);
+    stop.abort();
+  };
+  const iterator: AsyncGenerator<T> = {
+    next: () => inner.next(),
+    return(value) {
+      release();
+      return inner.return(value as T);
+    },
+    throw(error) {
+      release();
+      return inner.throw(error);
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
+/**
  * The events of an authorized channel (replaying from `since` first). An agent's subscription
  * ends with a final `session.ended` event when its Session is ended anywhere (logout, disable,
- * expiry), so the client knows to log in again.
+ * expiry), so the client knows to log in again. Authorization is checked before this returns,
+ * so a refusal is an error of this subscription only.
  */
-export async function* subscribeChannel(
+export function subscribeChannel(
   deps: Deps,
   viewer: ChannelViewer,
   name: string,
   opts: { since?: string; signal?: AbortSignal } = {},
 ): AsyncGenerator<ChannelEvent> {
   authorizeChannel(viewer, name);
-  const stop = new AbortController();
-  const onOuterAbort = () => stop.abort();
-  opts.signal?.addEventListener('abort', onOuterAbort);
-  let ended: ChannelEvent | undefined;
-  if (viewer.kind === 'agent' && name !== agentChannel(viewer.agentId)) {
-    void watchSessionEnd(deps, viewer, stop.signal).then((event) => {
-      if (!event) return;
-      ended = { ...event, channel: name };
-      stop.abort();
-    });
-  }
-  try {
-    for await (const event of deps.bus.subscribe(name, { since: opts.since, signal: stop.signal })) {
-      yield event;
-      if (viewer.kind === 'agent' && endsSession(event, viewer)) return;
+  return abortable(async function* (signal) {
+    if (viewer.kind === 'visitor') {
+      yield* deps.bus.subscribe(name, { since: opts.since, signal });
+      return;
     }
-    if (ended) yield ended;
-  } finally {
-    opts.signal?.removeEventListener('abort', onOuterAbort);
-    stop.abort();
-  }
+    if (name === agentChannel(viewer.agentId)) {
+      for await (const event of deps.bus.subscribe(name, { since: opts.since, signal })) {
+        if (event.event !== SESSION_ENDED) {
+          yield event;
+        } else if (endsSession(event, viewer)) {
+          yield event;
+          return;
+        } // another Session of the same agent ended: not this subscriber's business
+      }
+      return;
+    }
+    // Any other channel: watch the agent channel beside it for the end of this Session.
+    const watch = new AbortController();
+    const onAbort = () => watch.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let ended: ChannelEvent | undefined;
+    void watchSessionEnd(deps, viewer, watch.signal).then((event) => {
+      ended = event && { ...event, channel: name };
+      watch.abort();
+    });
+    try {
+      yield* deps.bus.subscribe(name, { since: opts.since, signal: watch.signal });
+      if (ended) yield ended;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      watch.abort();
+    }
+  }, opts.signal);
 }
 
 const endsSession = (event: ChannelEvent, viewer: AgentViewer) =>
-  event.event === 'session.ended' &&
+  event.event === SESSION_ENDED &&
   ((event.data as { sessions?: string[] }).sessions ?? []).includes(sessionFingerprint(viewer.session.id));
 
-async function watchSessionEnd(deps: Deps, viewer: AgentViewer, signal: AbortSignal) {
-  for await (const event of deps.bus.subscribe(agentChannel(viewer.agentId), { signal })) {
-    if (endsSession(event, viewer)) return event;
+/**
+ * Resolves with the `session.ended` event of the viewer's Session, or undefined when `signal`
+ * aborts first. Transports use it to close a connection whose Session ended.
+ */
+export async function watchSessionEnd(
+  deps: Deps,
+  viewer: AgentViewer,
+  signal: AbortSignal,
+): Promise<ChannelEvent | undefined> {
+  try {
+    for await (const event of deps.bus.subscribe(agentChannel(viewer.agentId), { signal })) {
+      if (endsSession(event, viewer)) return event;
+    }
+  } catch (error) {
+    deps.log.warn({ err: (error as Error).message }, 'session watch stopped');
   }
   return undefined;
+}
+
+/**
+ * Re-checks the Session behind a long-lived connection. False when it is over: expired, logged
+ * out, or its agent disabled or moved. An idle expiry happens silently in the session store, so
+ * it is published here as `session.ended` (reason `expired`) and every connection of that
+ * Session, on any instance, ends as on logout. A store outage counts as still valid (retry later).
+ */
+export async function revalidateAgentSession(
+  deps: Deps,
+  session: SessionPort | undefined,
+  ended: { agentId: string; sessionId: string },
+): Promise<boolean> {
+  try {
+    await requireAgent(deps, session);
+    return true;
+  } catch (error) {
+    if (!(error instanceof DomainError)) return true;
+    // requireAgent publishes the end itself for a disable, a mismatch or the absolute lifetime.
+    if (!session?.state.agent) await publishSessionEnded(deps, ended.agentId, [ended.sessionId], 'expired');
+    return false;
+  }
 }
 
 /** The internal publish API: services the spec leaves out (messages, assignment) post events here. */

@@ -1,7 +1,10 @@
 import { subscribeChannel } from '../resolvers/channels.js';
 import { channelName, eventId, parseInput } from '../resolvers/inputs.js';
+import { setAgentState } from '../resolvers/presence.js';
+import { loadAgentProfile } from '../resolvers/workbench.js';
 import type { ChannelEvent } from '../stores/bus.js';
 import { builder } from './builder.js';
+import { AgentRef, AgentStateEnum } from './workbench.js';
 
 const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implement({
   description: 'One event of a real-time channel.',
@@ -10,8 +13,11 @@ const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implemen
       description: 'Monotonic within the channel; pass the last one seen as `since` to resume.',
     }),
     channel: t.exposeString('channel', { description: 'The channel name.' }),
-    event: t.exposeString('event', { description: 'Event name, e.g. `agent.login`, `history.gap`.' }),
-    data: t.expose('data', { type: 'JSON', description: 'Event payload.' }),
+    event: t.exposeString('event', {
+      description:
+        'Event name: `agent.login`, `agent.logout`, `agent.state`, `visitor.online`, `session.ended`, `history.gap`, or one posted to POST /internal/events.',
+    }),
+    data: t.expose('data', { type: 'JSON', description: 'Event payload (see README "Real-time").' }),
     at: t.exposeString('at', { description: 'ISO-8601 publication time.' }),
   }),
 });
@@ -20,7 +26,7 @@ builder.subscriptionField('channel', (t) =>
   t.field({
     type: ChannelEventRef,
     description:
-      'Events of a channel: a visitor its own `channel`; an agent `agent-{agentId}` and `global-{bid}`. With `since`, the missed events are replayed first (a `history.gap` event first if some were dropped).',
+      'Events of a channel: a visitor its own `channel`; an agent `agent-{agentId}` and `global-{bid}`. With `since`, the missed events are replayed first (a `history.gap` event first if some were dropped). An agent subscription ends with `session.ended` when its Session ends.',
     args: {
       name: t.arg.string({ required: true, description: 'Channel name, exactly as the bootstrap gives it.' }),
       since: t.arg.string({ description: 'Id of the last event seen.' }),
@@ -32,5 +38,18 @@ builder.subscriptionField('channel', (t) =>
       return subscribeChannel(ctx.deps, viewer, name, { since });
     },
     resolve: (event) => event,
+  }),
+);
+
+builder.mutationField('setAgentState', (t) =>
+  t.field({
+    type: AgentRef,
+    description:
+      'Chooses the agent state shown while connected: `busy` or `away`; `online` or null returns to the automatic state (online while a socket is connected). `offline` cannot be chosen. The change is published as `agent.state` on `global-{bid}`.',
+    args: { state: t.arg({ type: AgentStateEnum, description: 'busy, away, or online/null for automatic.' }) },
+    resolve: async (_root, args, ctx) => {
+      const agent = await setAgentState(ctx.deps, await ctx.agent(), args.state);
+      return loadAgentProfile(ctx.deps, agent);
+    },
   }),
 );

@@ -1,19 +1,37 @@
 import type { IncomingMessage } from 'node:http';
 import { eq } from 'drizzle-orm';
-import type { ExecutionArgs } from 'graphql';
-import { CloseCode } from 'graphql-ws';
+import { type ExecutionArgs, GraphQLError } from 'graphql';
+import type { Context } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
-import { WebSocketServer } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
+import { graphqlCodeOf } from '../errors.js';
 import { clientIp, wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
-import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
+import { revalidateAgentSession, watchSessionEnd } from '../resolvers/channels.js';
+import { createPresenceTracker } from '../resolvers/presence.js';
+import { type AgentViewer, requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { GraphQLServer } from '../schema/yoga.js';
+import { WsCloseCode } from './close-codes.js';
 
 /** Largest message a client may send; subscriptions are small. */
 export const MAX_WS_PAYLOAD_BYTES = 16 * 1024;
+/** A socket must send `connection_init` within this time. */
+export const CONNECTION_INIT_WAIT_MS = 5000;
+/** Operations one socket may run at once (an agent needs two channels, a visitor one). */
+export const MAX_SUBSCRIPTIONS_PER_SOCKET = 20;
+/** Bytes `ws` may hold for a socket that does not read; beyond, the socket is closed as a slow consumer. */
+export const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** How often an agent socket's Session is re-checked (idle expiry is silent in the store). */
+export const SESSION_REVALIDATE_MS = 30_000;
+/** Ping interval; a socket that does not answer a ping within it is terminated. */
+const KEEPALIVE_MS = 12_000;
+/** After its Session ends, a socket gets this long to deliver the final events before it is closed. */
+const SESSION_END_FLUSH_MS = 2000;
+/** On shutdown, a socket that does not finish the close handshake in this time is cut. */
+const SHUTDOWN_CLOSE_MS = 3000;
 
 interface ConnectionParams {
   appkey?: unknown;
@@ -28,14 +46,43 @@ interface SocketIdentity {
   bearer?: string;
 }
 
+/** Per-socket bookkeeping: identity, the presence connection, and what to stop when it closes. */
+interface SocketState {
+  id: SocketIdentity;
+  presence?: string;
+  stop: AbortController;
+  revalidate?: NodeJS.Timeout;
+  ending?: boolean;
+}
+
+type Extra = { socket: WebSocket; request: IncomingMessage };
+type SocketContext = Context<Record<string, unknown>, Extra>;
+
 /**
  * graphql-ws on `ws`, sharing the yoga schema, plugins and error masking through
  * `getEnveloped`. The identity is fixed at `connection_init` (appkey + agent `token` or visitor
  * `authorization`, or the Session cookie of the upgrade request); a bad one closes with 4403.
+ * Agent sockets feed presence and close with 4401 when their Session ends; slow consumers are
+ * closed with 1013; shutdown closes with 1001 (see close-codes.ts).
+ *
+ * Performance note: graphql-ws executes the selection once per subscriber per event. Every
+ * subscriber of a channel on this instance shares one hub in the bus, so a later optimisation
+ * can execute once per (channel, document, variables) there and send the same serialized frame
+ * to each socket (e.g. by grouping in `onOperation` and writing frames in `onNext`).
  */
 export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessions: SessionLayer) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_PAYLOAD_BYTES, perMessageDeflate: false });
-  const identities = new WeakMap<object, SocketIdentity>();
+  const states = new WeakMap<object, SocketState>();
+  const presence = createPresenceTracker(deps);
+  // Resolved once graphql-ws has finished with a socket (its onClose ran), for graceful shutdown.
+  const finished = new Map<WebSocket, { done: Promise<void>; resolve: () => void }>();
+  wss.on('connection', (socket: WebSocket) => {
+    let resolve = () => {};
+    const done = new Promise<void>((r) => {
+      resolve = r;
+    });
+    finished.set(socket, { done, resolve });
+  });
 
   const socketContext = (request: IncomingMessage, id: SocketIdentity): GraphQLContext => {
     const sessionPort = () => (id.sessionId ? sessions.storedPort(id.sessionId) : Promise.resolve(undefined));
@@ -49,12 +96,41 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
     };
   };
 
-  const disposable = useServer<Record<string, unknown>, { identity?: SocketIdentity }>(
+  /** Lets the final `session.ended` events go out, then closes with 4401. */
+  const endSocket = async (ctx: SocketContext, state: SocketState) => {
+    if (state.ending) return;
+    state.ending = true;
+    const deadline = Date.now() + SESSION_END_FLUSH_MS;
+    while (Object.keys(ctx.subscriptions).length > 0 && Date.now() < deadline && !state.stop.signal.aborted) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    ctx.extra.socket.close(WsCloseCode.SessionEnded, 'Session ended: log in again');
+  };
+
+  /** Presence, the Session-end watch and periodic revalidation of an accepted agent socket. */
+  const followAgent = async (ctx: SocketContext, state: SocketState, viewer: AgentViewer) => {
+    state.presence = await presence.connected(viewer);
+    const { signal } = state.stop;
+    void watchSessionEnd(deps, viewer, signal).then((event) => {
+      if (event && !signal.aborted) void endSocket(ctx, state);
+    });
+    const sessionId = state.id.sessionId as string;
+    state.revalidate = setInterval(async () => {
+      const valid = await revalidateAgentSession(deps, await sessions.storedPort(sessionId).catch(() => undefined), {
+        agentId: viewer.agentId,
+        sessionId,
+      });
+      if (!valid && !signal.aborted) void endSocket(ctx, state);
+    }, SESSION_REVALIDATE_MS);
+    state.revalidate.unref();
+  };
+
+  const disposable = useServer<Record<string, unknown>, Extra>(
     {
-      connectionInitWaitTimeout: 5000,
+      connectionInitWaitTimeout: CONNECTION_INIT_WAIT_MS,
       onConnect: async (ctx) => {
         const params = (ctx.connectionParams ?? {}) as ConnectionParams;
-        const request = ctx.extra.request;
+        const { request, socket } = ctx.extra;
         try {
           const id = identify(params, request, sessions);
           if (!id) return false;
@@ -66,28 +142,59 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
             .where(eq(merchants.id, viewer.merchantId))
             .limit(1);
           if (typeof params.appkey !== 'string' || merchant?.appkey !== params.appkey) return false;
-          identities.set(ctx, id);
+          if (socket.readyState !== socket.OPEN) return false; // left while we were checking
+          const state: SocketState = { id, stop: new AbortController() };
+          states.set(ctx, state);
+          if (viewer.kind === 'agent') await followAgent(ctx, state, viewer);
           return true;
         } catch {
           return false; // graphql-ws closes with 4403 Forbidden
         }
       },
-      onSubscribe: async (ctx, _id, payload) => {
-        const id = identities.get(ctx);
-        if (!id) {
-          ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized');
-          return;
+      onClose: async (ctx) => {
+        const state = states.get(ctx);
+        states.delete(ctx);
+        if (state) {
+          state.stop.abort();
+          clearInterval(state.revalidate);
+          await presence.disconnected(state.presence);
         }
-        const contextValue = socketContext(ctx.extra.request, id);
+        finished.get(ctx.extra.socket)?.resolve();
+        finished.delete(ctx.extra.socket);
+      },
+      onSubscribe: async (ctx, _id, payload) => {
+        const state = states.get(ctx);
+        if (!state || state.ending) {
+          return [
+            new GraphQLError('The Session of this socket ended: log in again', {
+              extensions: { code: 'UNAUTHENTICATED' },
+            }),
+          ];
+        }
+        if (Object.keys(ctx.subscriptions).length > MAX_SUBSCRIPTIONS_PER_SOCKET) {
+          return [
+            new GraphQLError(`At most ${MAX_SUBSCRIPTIONS_PER_SOCKET} operations at once on one socket`, {
+              extensions: { code: 'RATE_LIMITED' },
+            }),
+          ];
+        }
+        const contextValue = socketContext(ctx.extra.request, state.id);
         const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
           req: ctx.extra.request,
           socketContext: contextValue,
           params: payload,
         });
+        let document: ReturnType<typeof parse>;
+        try {
+          document = parse(payload.query);
+        } catch (error) {
+          if (error instanceof GraphQLError) return [error];
+          throw error;
+        }
         const args = {
           schema,
           operationName: payload.operationName,
-          document: parse(payload.query),
+          document,
           variableValues: payload.variables,
           contextValue: await contextFactory(),
           rootValue: { execute, subscribe },
@@ -98,20 +205,67 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
       },
       execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
       subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => never }).subscribe(args),
+      onOperation: (ctx, _id, _payload, _args, result) => {
+        if (!isAsyncIterable(result)) return;
+        return closeSlowConsumer(result, ctx.extra.socket);
+      },
+      onNext: (ctx) => {
+        const { socket } = ctx.extra;
+        if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+          socket.close(WsCloseCode.SlowConsumer, 'Slow consumer: reconnect and resume with since');
+        }
+      },
     },
     wss,
-    12_000,
+    KEEPALIVE_MS,
   );
 
   return {
     wss,
-    /** Closes every socket with 1001 (going away), for graceful shutdown. */
+    /** Closes every socket with 1001 (going away) and waits for them, for graceful shutdown. */
     async close() {
-      for (const client of wss.clients) client.close(1001, 'Server shutting down');
+      await Promise.all(
+        [...wss.clients].map((socket) => {
+          const cut = setTimeout(() => socket.terminate(), SHUTDOWN_CLOSE_MS);
+          socket.close(WsCloseCode.GoingAway, 'Server shutting down');
+          return (finished.get(socket)?.done ?? Promise.resolve()).finally(() => clearTimeout(cut));
+        }),
+      );
       await disposable.dispose();
+      await presence.close();
     },
   };
 }
+
+/** The code a subscription ends with when its consumer fell too far behind (bus SlowConsumerError). */
+const SLOW_CONSUMER = graphqlCodeOf('RATE_LIMITED');
+
+const isAsyncIterable = (value: unknown): value is AsyncIterableIterator<unknown> =>
+  typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
+
+/**
+ * Passes a subscription's results through; when its source gives up on a slow consumer (its
+ * queue of undelivered events overflowed: a RATE_LIMITED error while streaming), closes the
+ * socket with 1013 instead of sending an error, so the client reconnects and resumes with `since`.
+ */
+function closeSlowConsumer<T>(source: AsyncIterableIterator<T>, socket: WebSocket): AsyncIterableIterator<T> {
+  const iterator: AsyncIterableIterator<T> = {
+    async next() {
+      try {
+        return await source.next();
+      } catch (error) {
+        if ((error as GraphQLError).extensions?.code !== SLOW_CONSUMER) throw error;
+        socket.close(WsCloseCode.SlowConsumer, 'Slow consumer: reconnect and resume with since');
+        return { done: true, value: undefined };
+      }
+    },
+    return: () => source.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+    [Symbol.asyncIterator]: () => iterator,
+  };
+  return iterator;
+}
+
+const SESSION_ID = /^[A-Za-z0-9_-]{16,128}$/;
 
 /** Which identity a socket presents: a visitor Bearer token, else an agent Session. */
 function identify(
@@ -123,6 +277,11 @@ function identify(
     const bearer = /^Bearer\s+(\S{1,512})$/i.exec(params.authorization)?.[1];
     return bearer ? { identity: 'visitor', bearer } : undefined;
   }
-  const sessionId = typeof params.token === 'string' && params.token ? params.token : sessions.sessionIdOf(request);
+  if (params.token !== undefined && params.token !== '') {
+    return typeof params.token === 'string' && SESSION_ID.test(params.token)
+      ? { identity: 'agent', sessionId: params.token }
+      : undefined;
+  }
+  const sessionId = sessions.sessionIdOf(request);
   return sessionId ? { identity: 'agent', sessionId } : undefined;
 }
