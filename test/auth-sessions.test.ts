@@ -101,8 +101,8 @@ describe('Sessions — token header, token query, cookie', () => {
   });
 
   it('the cookie is refreshed on use (rolling idle lifetime of SESSION_TTL_SECONDS)', async () => {
-    const { token } = await agentSession(t.url, 'alice');
-    const { headers } = await workbench('', { token });
+    const { client, token } = await agentSession(t.url, 'alice');
+    const { headers } = await client.json('/agent/data/get');
     const cookie = headers.getSetCookie().find((c) => c.startsWith('parley.sid='));
     expect(cookie).toBeDefined();
     const expires = Date.parse(/Expires=([^;]+)/i.exec(cookie as string)?.[1] ?? '');
@@ -113,6 +113,42 @@ describe('Sessions — token header, token query, cookie', () => {
       expect(seconds).toBeGreaterThan(t.config.sessionTtlSeconds - 60);
       expect(seconds).toBeLessThanOrEqual(t.config.sessionTtlSeconds);
     }
+  });
+
+  it('a token in the header or query is answered without a cookie: a shared link cannot plant a Session in a browser', async () => {
+    const alice = await agentSession(t.url, 'alice');
+    const browser = await agentSession(t.url, 'bob');
+    const before = cookieHeader(browser.client);
+    for (const [suffix, headers] of [
+      [`?token=${alice.token}`, {}],
+      ['', { token: alice.token }],
+    ] as const) {
+      const res = await browser.client.request(`/agent/data/get${suffix}`, { headers });
+      expect(((await res.json()) as { data: { agent: { agent_id: string } } }).data.agent.agent_id).toBe('a_alice');
+      expect(res.headers.getSetCookie().filter((c) => c.startsWith('parley.sid='))).toEqual([]);
+    }
+    expect(cookieHeader(browser.client)).toBe(before);
+    expect((await browser.client.json('/agent/data/get')).body.data.agent.agent_id).toBe('a_bob');
+    // A logout by token ends that Session only, and leaves the browser's cookie alone.
+    const logout = await browser.client.request('/agent/logout', { method: 'POST', headers: { token: alice.token } });
+    expect(logout.headers.getSetCookie()).toEqual([]);
+    expect((await workbench('', { token: alice.token })).body.code).toBe(-1);
+    expect((await browser.client.json('/agent/data/get')).body.data.agent.agent_id).toBe('a_bob');
+  });
+
+  it('a login by token header still answers the new Session ID as cookie and token', async () => {
+    const client = new HttpClient(t.url);
+    await client.captcha('login');
+    const anonymous = sessionIdOf(client) as string;
+    const fresh = new HttpClient(t.url);
+    const { headers, body } = await fresh.json('/agent/login/check', {
+      method: 'POST',
+      headers: { token: anonymous },
+      form: { username: 'alice', password: 'alice-password', captcha: CAPTCHA },
+    });
+    expect(body.code).toBe(0);
+    expect(headers.getSetCookie().some((c) => c.startsWith('parley.sid='))).toBe(true);
+    expect(sessionIdOf(fresh)).toBe(body.data.token);
   });
 
   it('a Session ends at its absolute lifetime, however recently it was used', async () => {

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { RedisStore } from 'connect-redis';
 import { sign, unsign } from 'cookie-signature';
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import session, { MemoryStore, type SessionData, type Store } from 'express-session';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
@@ -45,7 +45,7 @@ export function createSessionLayer(config: Config, redis: Redis | undefined): Se
   };
 
   // express-session only reads cookies: present a `token` header/query as the signed cookie.
-  const tokenAsCookie: RequestHandler = (req, _res, next) => {
+  const tokenAsCookie: RequestHandler = (req, res, next) => {
     try {
       const token = tokenOf(req);
       if (token !== undefined) {
@@ -56,6 +56,7 @@ export function createSessionLayer(config: Config, redis: Redis | undefined): Se
         req.headers.cookie = [...others, `${SESSION_COOKIE}=${encodeURIComponent(`s:${sign(token, secret)}`)}`].join(
           '; ',
         );
+        keepTokenOutOfCookie(req, res, token);
       }
       next();
     } catch (error) {
@@ -99,6 +100,29 @@ export function createSessionLayer(config: Config, redis: Redis | undefined): Se
       };
     },
   };
+}
+
+/**
+ * A `token` names the Session of one request only. Answering it with the session cookie would
+ * plant that Session in whatever browser sent it (say, one that followed a shared `?token=`
+ * link, logging its user into someone else's account), and a logout by token would clear the
+ * browser's own cookie. So the cookie is left out while the request keeps the token's ID; a new
+ * ID (a login, or a token that named no Session) is still sent. Installed before
+ * express-session, this runs after its header hook has set the cookie.
+ */
+function keepTokenOutOfCookie(req: Request, res: Response, token: string) {
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: Response, ...args: Parameters<Response['writeHead']>) {
+    if (req.sessionID === token) {
+      const current = res.getHeader('set-cookie');
+      const kept = (Array.isArray(current) ? current : current === undefined ? [] : [String(current)]).filter(
+        (c) => !c.startsWith(`${SESSION_COOKIE}=`),
+      );
+      if (kept.length > 0) res.setHeader('set-cookie', kept);
+      else res.removeHeader('set-cookie');
+    }
+    return writeHead.apply(this, args);
+  } as Response['writeHead'];
 }
 
 /** The `token` header, else the `token` query parameter; a repeated or malformed one is refused. */
