@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { agentSession, HttpClient, visitorToken } from './support/clients.js';
 import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp } from './support/test-app.js';
@@ -300,6 +301,33 @@ describe('no lost events on reconnect', () => {
     await publish(t, me.channel, 'after.gap');
     await sub.waitFor('after.gap');
   });
+});
+
+describe('subscriptions that end', () => {
+  it.skipIf(!process.env.REDIS_URL)(
+    'a subscription to a quiet channel is released as soon as the client leaves (Redis: the instance unsubscribes)',
+    async () => {
+      const me = await visitor(t);
+      const redis = new Redis(process.env.REDIS_URL as string);
+      try {
+        const topic = `${t.config.redisPrefix}events:${me.channel}`;
+        const listening = async () => Number((await redis.pubsub('NUMSUB', topic))[1]) > 0;
+        const completed = visitorSocket(t, me.token);
+        const sub = completed.channel(me.channel);
+        await eventually(listening, 'the instance listening');
+        sub.unsubscribe(); // graphql-ws `complete`
+        await eventually(async () => !(await listening()), 'the instance no longer listening after complete');
+
+        const dropped = visitorSocket(t, me.token);
+        dropped.channel(me.channel);
+        await eventually(listening, 'the instance listening again');
+        await dropped.dispose(); // the socket goes away
+        await eventually(async () => !(await listening()), 'the instance no longer listening after close');
+      } finally {
+        redis.disconnect();
+      }
+    },
+  );
 });
 
 describe('session end', () => {

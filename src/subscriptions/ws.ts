@@ -111,6 +111,11 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
   const followAgent = async (ctx: SocketContext, state: SocketState, viewer: AgentViewer) => {
     state.presence = await presence.connected(viewer);
     const { signal } = state.stop;
+    if (signal.aborted) {
+      // The socket closed while presence was being recorded: onClose could not report it.
+      await presence.disconnected(state.presence);
+      return;
+    }
     void watchSessionEnd(deps, viewer, signal).then((event) => {
       if (event && !signal.aborted) void endSocket(ctx, state);
     });
