@@ -22,7 +22,7 @@ const sourceFiles = (folder: string): string[] =>
     .map((file) => join(SRC, folder, file));
 
 /** Every module a source file imports: static, type-only, re-exports, dynamic `import()` and `require`. */
-export function importsOf(source: string): string[] {
+function importsOf(source: string): string[] {
   return ts.preProcessFile(source, true, true).importedFiles.map((f) => f.fileName);
 }
 
