@@ -512,20 +512,31 @@ describe('back-pressure', () => {
   });
 });
 
-describe('graceful shutdown', () => {
+describe('an instance without INTERNAL_API_TOKEN, and its graceful shutdown', () => {
+  let other: TestApp;
+  beforeAll(async () => {
+    other = await startTestApp({ env: { INTERNAL_API_TOKEN: '' } });
+  });
+  afterAll(() => other?.stop());
+
+  it('POST /internal/events does not exist when INTERNAL_API_TOKEN is unset', async () => {
+    const { status } = await new HttpClient(other.url).json('/internal/events', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${INTERNAL_TOKEN}` },
+      json: { channel: 'global-demo', event: 'x', data: {} },
+    });
+    expect(status).toBe(404);
+  });
+
   it('app.stop() closes every socket with 1001', async () => {
-    const other = await startTestApp();
-    try {
-      const alice = await agent(other, 'alice');
-      const me = await visitor(other);
-      const sockets = [agentSocket(other, alice.token), visitorSocket(other, me.token)];
-      await Promise.all(sockets.map((s) => s.acked));
-      sockets[0]?.channel('global-demo');
-      await other.app.stop();
-      for (const socket of sockets) expect((await socket.closed).code).toBe(1001);
-    } finally {
-      await other.stop();
-    }
+    const alice = await agent(other, 'alice');
+    const me = await visitor(other);
+    const sockets = [agentSocket(other, alice.token), visitorSocket(other, me.token)];
+    await Promise.all(sockets.map((s) => s.acked));
+    sockets[0]?.channel('global-demo');
+    sockets[1]?.channel(me.channel);
+    await other.app.stop();
+    for (const socket of sockets) expect((await socket.closed).code).toBe(1001);
   });
 });
 
