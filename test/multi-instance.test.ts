@@ -166,8 +166,12 @@ describe.skipIf(!REAL_SERVICES)(
         { query: 'subscription { channel(name: "global-demo") { event } }' },
         {
           next: (r) => events.push((r.data as { channel: { event: string } }).channel.event),
-          error: () => void (completed = true),
-          complete: () => void (completed = true),
+          error: () => {
+            completed = true;
+          },
+          complete: () => {
+            completed = true;
+          },
         },
       );
       // Publish on gateway-1 until gateway-2's subscriber (registered a moment after connecting) sees it.
