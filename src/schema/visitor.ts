@@ -25,26 +25,17 @@ const UploadLimits = builder.objectRef<Setting['uploadLimits']>('UploadLimits').
   }),
 });
 
+/** A string, a finite number or a boolean, as the spec allows for attribute values; anything else is refused. */
+function attributeValue(value: unknown): string | number | boolean {
+  if (typeof value === 'string' || typeof value === 'boolean') return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  throw new TypeError('an attribute value is a string, a finite number or a boolean');
+}
+
 builder.scalarType('AttributeValue', {
   description: 'The value of a visitor attribute: a string, a number or a boolean.',
-  serialize: (value) => {
-    if (
-      typeof value === 'string' ||
-      typeof value === 'boolean' ||
-      (typeof value === 'number' && Number.isFinite(value))
-    )
-      return value;
-    throw new TypeError('an attribute value is a string, a finite number or a boolean');
-  },
-  parseValue: (value) => {
-    if (
-      typeof value === 'string' ||
-      typeof value === 'boolean' ||
-      (typeof value === 'number' && Number.isFinite(value))
-    )
-      return value;
-    throw new TypeError('an attribute value is a string, a finite number or a boolean');
-  },
+  serialize: attributeValue,
+  parseValue: attributeValue,
 });
 
 const VisitorAttribute = builder
