@@ -80,6 +80,9 @@ const envSchema = z.object({
   OTEL_ENABLED: bool.default('off'),
 });
 
+/** Every environment variable the gateway reads (.env.example documents each; a test checks it). */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
+
 /** A throwaway secret for development; production refuses to start without a real one. */
 const DEV_SESSION_SECRET = 'parley-development-secret-not-for-production-use';
 
