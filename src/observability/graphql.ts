@@ -67,7 +67,10 @@ export function observabilityPlugin(deps: Pick<Deps, 'metrics' | 'config'>): Plu
           metrics.subscriptionStarted();
           let ended = false;
           return {
-            onNext: ({ result: next }) => countErrors(next, 'subscription', field),
+            onNext: ({ result: next }) => {
+              if (next.errors?.length) countErrors(next, 'subscription', field);
+              else metrics.eventDelivered();
+            },
             onEnd: () => {
               if (ended) return;
               ended = true;

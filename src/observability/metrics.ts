@@ -87,7 +87,7 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
   });
   const delivered = new Counter({
     name: 'parley_events_delivered_total',
-    help: 'Channel events handed to a subscriber on this instance (one per subscriber).',
+    help: 'Channel events sent to a GraphQL subscription on this instance (one per subscriber).',
     registers,
   });
   const dropped = new Counter({
