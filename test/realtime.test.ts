@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SESSION_REVALIDATE_MS } from '../src/subscriptions/ws.js';
 import { agentSession, HttpClient, visitorToken } from './support/clients.js';
 import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp } from './support/test-app.js';
 import { type ChannelSubscription, closeAllSockets, connectSocket, eventually, rawSocket } from './support/ws.js';
@@ -361,24 +362,42 @@ describe('session end', () => {
     expect(otherOwn.names()).not.toContain('session.ended');
   });
 
-  it('a Session that expired silently ends its subscriptions at the next revalidation', async () => {
-    const { revalidateAgentSession } = await import('../src/resolvers/channels.js');
+  it('a Session that expired silently is noticed by the periodic check: session.ended (expired), then 4401', async () => {
     const alice = await agent(t, 'alice');
-    const socket = agentSocket(t, alice.token);
-    const global = socket.channel('global-demo');
-    await eventually(async () => {
-      await publish(t, 'global-demo', 'ready');
-      return global.names().includes('ready');
-    }, 'a live subscription');
-    // What the periodic check does when the store no longer has the Session (idle expiry).
-    const valid = await revalidateAgentSession(t.app.deps, undefined, {
-      agentId: alice.agentId,
-      sessionId: alice.token,
-    });
-    expect(valid).toBe(false);
-    expect(await global.ended).toBe('complete');
-    expect(global.events.at(-1)).toMatchObject({ event: 'session.ended', data: { reason: 'expired' } });
-    expect((await socket.closed).code).toBe(4401);
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] }); // the 30 s check, without waiting 30 s
+    try {
+      const socket = agentSocket(t, alice.token);
+      const global = socket.channel('global-demo');
+      await eventually(async () => {
+        await publish(t, 'global-demo', 'ready');
+        return global.names().includes('ready');
+      }, 'a live subscription');
+      // Idle expiry: the store drops the Session and tells nobody.
+      await new Promise((resolve) => t.app.sessions.store.destroy(alice.token, resolve));
+      vi.advanceTimersByTime(SESSION_REVALIDATE_MS);
+      expect(await global.ended).toBe('complete');
+      expect(global.events.at(-1)).toMatchObject({ event: 'session.ended', data: { reason: 'expired' } });
+      expect((await socket.closed).code).toBe(4401);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('a visitor socket is closed with 4403 once its token is revoked', async () => {
+    const me = await visitor(t);
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const socket = visitorSocket(t, me.token);
+      await socket.acked;
+      const { body } = await new HttpClient(t.url).graphql('mutation { revokeVisitorToken }', undefined, {
+        authorization: `Bearer ${me.token}`,
+      });
+      expect(body.data).toEqual({ revokeVisitorToken: true });
+      vi.advanceTimersByTime(SESSION_REVALIDATE_MS);
+      expect((await socket.closed).code).toBe(4403);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

@@ -10,7 +10,10 @@ export const WsCloseCode = {
   SlowConsumer: 1013,
   /** The agent Session ended (logout, expiry, account disabled): log in again. */
   SessionEnded: 4401,
-  /** `connection_init` without a valid identity, or with an appkey of another merchant (graphql-ws Forbidden). */
+  /**
+   * `connection_init` without a valid identity, or with an appkey of another merchant (graphql-ws
+   * Forbidden); also a visitor socket whose token was revoked or expired since.
+   */
   Forbidden: 4403,
   /** No `connection_init` within the wait (graphql-ws ConnectionInitialisationTimeout). */
   InitTimeout: 4408,

@@ -6,7 +6,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
-import { graphqlCodeOf } from '../errors.js';
+import { DomainError, graphqlCodeOf } from '../errors.js';
 import { clientIp, wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
 import { revalidateAgentSession, watchSessionEnd } from '../resolvers/channels.js';
@@ -24,7 +24,7 @@ export const CONNECTION_INIT_WAIT_MS = 5000;
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 20;
 /** Bytes `ws` may hold for a socket that does not read; beyond, the socket is closed as a slow consumer. */
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
-/** How often an agent socket's Session is re-checked (idle expiry is silent in the store). */
+/** How often a socket's identity is re-checked (an agent Session's idle expiry is silent in the store; a visitor token may be revoked). */
 export const SESSION_REVALIDATE_MS = 30_000;
 /** Ping interval; a socket that does not answer a ping within it is terminated. */
 const KEEPALIVE_MS = 12_000;
@@ -130,6 +130,18 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
     state.revalidate.unref();
   };
 
+  /** A visitor socket closes (4403) once its token is revoked or expired, checked as often as Sessions. */
+  const followVisitor = (ctx: SocketContext, state: SocketState, context: GraphQLContext) => {
+    state.revalidate = setInterval(() => {
+      context.visitor().catch((error: unknown) => {
+        if (error instanceof DomainError && !state.stop.signal.aborted) {
+          ctx.extra.socket.close(WsCloseCode.Forbidden, 'Visitor token no longer valid');
+        }
+      });
+    }, SESSION_REVALIDATE_MS);
+    state.revalidate.unref();
+  };
+
   const disposable = useServer<Record<string, unknown>, Extra>(
     {
       connectionInitWaitTimeout: CONNECTION_INIT_WAIT_MS,
@@ -151,6 +163,7 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
           const state: SocketState = { id, stop: new AbortController() };
           states.set(ctx, state);
           if (viewer.kind === 'agent') await followAgent(ctx, state, viewer);
+          else followVisitor(ctx, state, context);
           return true;
         } catch {
           return false; // graphql-ws closes with 4403 Forbidden
@@ -189,24 +202,24 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
           socketContext: contextValue,
           params: payload,
         });
-        let document: ReturnType<typeof parse>;
+        // parse() and validate() judge only the client's document (syntax, depth, alias, token and
+        // cost limits): whatever they throw is the client's error, answered on this operation.
         try {
-          document = parse(payload.query);
+          const document = parse(payload.query);
+          const errors = validate(schema, document);
+          if (errors.length > 0) return errors;
+          return {
+            schema,
+            operationName: payload.operationName,
+            document,
+            variableValues: payload.variables,
+            contextValue: await contextFactory(),
+            rootValue: { execute, subscribe },
+          } as ExecutionArgs;
         } catch (error) {
-          if (error instanceof GraphQLError) return [error];
-          throw error;
+          if ((error as Error).name !== 'GraphQLError') throw error;
+          return [new GraphQLError((error as Error).message, { extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })];
         }
-        const args = {
-          schema,
-          operationName: payload.operationName,
-          document,
-          variableValues: payload.variables,
-          contextValue: await contextFactory(),
-          rootValue: { execute, subscribe },
-        };
-        const errors = validate(args.schema, args.document);
-        if (errors.length > 0) return errors;
-        return args as ExecutionArgs;
       },
       execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
       subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => never }).subscribe(args),
