@@ -8,6 +8,7 @@ import { requestSessionPort } from '../http/session.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
 import { schema } from './index.js';
+import { securityPlugins } from './security.js';
 
 /** Server context: the express request, or (for sockets) the context already built by ws.ts. */
 interface ServerContext {
@@ -29,6 +30,9 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     // The in-browser IDE is a development tool: never served in test or production.
     graphiql: deps.config.env === 'development',
     logging: false,
+    // One operation per request: batching would multiply every limit below.
+    batching: false,
+    plugins: securityPlugins(deps.config),
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });
@@ -54,7 +58,7 @@ function httpContext(deps: Deps, req: Request): GraphQLContext {
 }
 
 /**
- * Domain errors keep their message and get `extensions.code` (and the legacy `legacyCode`);
+ * Domain errors keep their message and get `extensions.code` (and `retryAfter` when limited);
  * GraphQL's own validation errors pass; anything else is masked as INTERNAL_SERVER_ERROR.
  */
 export function toGraphQLError(error: unknown, deps: Deps): GraphQLError {

@@ -1,0 +1,138 @@
+import { createYoga } from 'graphql-yoga';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { schema } from '../src/schema/index.js';
+import { CSRF_HEADER, GRAPHQL_LIMITS, securityPlugins } from '../src/schema/security.js';
+import { agentSession, HttpClient } from './support/clients.js';
+import { startTestApp, type TestApp } from './support/test-app.js';
+import { closeAllSockets, connectSocket } from './support/ws.js';
+
+const deep = (levels: number) => {
+  // currentAgent has no nested objects; __type introspection nests as deep as we like.
+  let selection = 'name';
+  for (let i = 0; i < levels; i++) selection = `ofType { ${selection} }`;
+  return `{ __type(name: "Agent") { fields { type { ${selection} } } } }`;
+};
+// __typename aliases are allowed freely; any other field counts.
+const aliases = (n: number) =>
+  `{ ${Array.from({ length: n }, (_, i) => `a${i}: currentAgent { agentId }`).join(' ')} }`;
+
+describe('graphql: limits over HTTP', () => {
+  let t: TestApp;
+  let client: HttpClient;
+  beforeAll(async () => {
+    t = await startTestApp();
+    client = new HttpClient(t.url);
+  });
+  afterAll(async () => {
+    await closeAllSockets();
+    await t.stop();
+  });
+
+  it('the legitimate bootstrap query passes every limit', async () => {
+    const { client: agent } = await agentSession(t.url, 'alice');
+    const { body } = await agent.graphql(
+      '{ agentWorkbench { chatting { key id name items } agent { agentId state } agentGroups { id name } setting { bid wsAddress extra } visitorAttributeConfig { attributes { key } } extensions { nav flags } } }',
+    );
+    expect(body.errors).toBeUndefined();
+    expect(body.data.agentWorkbench.agent.agentId).toBeTruthy();
+  });
+
+  it('refuses a query deeper than the depth limit', async () => {
+    const { body } = await client.graphql(deep(GRAPHQL_LIMITS.maxDepth + 2));
+    expect(body.data).toBeUndefined();
+    expect(body.errors?.[0]?.message).toMatch(/depth/i);
+  });
+
+  it('refuses more aliases than the limit', async () => {
+    const allowed = await client.graphql(aliases(GRAPHQL_LIMITS.maxAliases));
+    expect(allowed.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED'); // validated, then executed
+    const { body } = await client.graphql(aliases(GRAPHQL_LIMITS.maxAliases + 1));
+    expect(body.data).toBeUndefined();
+    expect(body.errors?.[0]?.message).toMatch(/alias/i);
+  });
+
+  it('refuses a document with too many tokens', async () => {
+    const query = `{ ${'__typename '.repeat(GRAPHQL_LIMITS.maxTokens)} }`;
+    const { body } = await client.graphql(query);
+    expect(body.errors?.[0]?.message).toMatch(/token/i);
+  });
+
+  it('refuses batched operations', async () => {
+    const res = await client.request('/graphql', {
+      method: 'POST',
+      json: [{ query: '{ __typename }' }, { query: '{ __typename }' }],
+    });
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect(res.status).toBeLessThan(500);
+  });
+
+  it('refuses a mutation over GET', async () => {
+    const query = encodeURIComponent('mutation { logout }');
+    const res = await client.request(`/graphql?query=${query}`, {
+      headers: { [CSRF_HEADER]: '1', accept: 'application/json' },
+    });
+    expect(res.status).toBe(405);
+  });
+
+  it('refuses a GET query without the CSRF header (a cross-site <img> or link cannot read or act)', async () => {
+    const query = encodeURIComponent('{ __typename }');
+    const plain = await client.request(`/graphql?query=${query}`, { headers: { accept: 'application/json' } });
+    expect(plain.status).toBe(403);
+    const withHeader = await client.request(`/graphql?query=${query}`, {
+      headers: { accept: 'application/json', [CSRF_HEADER]: '1' },
+    });
+    expect(withHeader.status).toBe(200);
+  });
+
+  it('refuses a cookie-authenticated mutation posted as a simple cross-site form', async () => {
+    const { client: agent } = await agentSession(t.url, 'alice');
+    const res = await agent.request('/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'query=mutation%20%7B%20logout%20%7D',
+    });
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect((await agent.json('/agent/data/get')).body.code).toBe(0); // still logged in
+  });
+
+  it('applies the same limits to operations over WebSocket', async () => {
+    const { token } = await agentSession(t.url, 'alice');
+    const socket = connectSocket(t.wsUrl, { appkey: 'demo-appkey', token });
+    await socket.acked;
+    const errors = await new Promise<readonly unknown[]>((resolve) => {
+      socket.client.subscribe(
+        {
+          query: `subscription { ${Array.from({ length: GRAPHQL_LIMITS.maxAliases + 1 }, (_, i) => `a${i}: channel(name: "agent-a_alice") { id }`).join(' ')} }`,
+        },
+        { next: () => {}, error: (e) => resolve(Array.isArray(e) ? e : [e]), complete: () => resolve([]) },
+      );
+    });
+    expect(JSON.stringify(errors)).toMatch(/alias/i);
+  });
+});
+
+describe('graphql: production switches', () => {
+  const production = createYoga({ schema, plugins: securityPlugins({ env: 'production' }), batching: false });
+  const development = createYoga({ schema, plugins: securityPlugins({ env: 'development' }), batching: false });
+  const post = (yoga: typeof production, query: string) =>
+    yoga.fetch('http://localhost/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query }),
+    });
+
+  it('introspection is off in production', async () => {
+    const body = await (await post(production, '{ __schema { types { name } } }')).json();
+    expect(body.data).toBeUndefined();
+    expect(body.errors?.[0]?.message).toMatch(/introspection/i);
+    const dev = await (await post(development, '{ __schema { types { name } } }')).json();
+    expect(dev.data.__schema.types.length).toBeGreaterThan(10);
+  });
+
+  it('no "did you mean" suggestions in production', async () => {
+    const body = await (await post(production, '{ agentWorkbenc { agent { agentId } } }')).json();
+    expect(JSON.stringify(body.errors)).not.toMatch(/did you mean/i);
+    const dev = await (await post(development, '{ agentWorkbenc { agent { agentId } } }')).json();
+    expect(JSON.stringify(dev.errors)).toMatch(/did you mean/i);
+  });
+});
