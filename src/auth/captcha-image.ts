@@ -12,8 +12,9 @@ const OPTIONS = {
   // Characters people confuse (0/o, 1/l/i) are never used.
   ignoreChars: '0oO1lIi',
   noise: 2,
-  color: true,
-  background: '#ffffff',
+  // Dark grey characters, no `background` (which would switch svg-captcha to its colours, pale
+  // at 55–75% lightness on white); sharp puts the white behind them.
+  color: false,
   width: 120,
   height: 44,
   fontSize: 48,
