@@ -26,7 +26,7 @@ export interface Metrics {
   eventDelivered(): void;
   eventDropped(reason: EventDropReason): void;
   loginFailed(reason: LoginFailureReason): void;
-  /** A brute-force lock was imposed on an account or a client address. */
+  /** A login refused by a brute-force lock of the account or the client address (also a `locked` failure). */
   loginLocked(scope: 'account' | 'ip'): void;
   captchaIssued(purpose: string): void;
   smsSent(outcome: 'sent' | 'failed'): void;
@@ -104,7 +104,7 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
   });
   const loginLocks = new Counter({
     name: 'parley_login_lockouts_total',
-    help: 'Brute-force locks imposed on an account or a client address.',
+    help: 'Logins refused by a brute-force lock, by scope (account or client address).',
     labelNames: ['scope'] as const,
     registers,
   });
@@ -155,7 +155,10 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     eventDelivered: () => delivered.inc(),
     eventDropped: (reason) => dropped.inc({ reason }),
     loginFailed: (reason) => loginFailures.inc({ reason }),
-    loginLocked: (scope) => loginLocks.inc({ scope }),
+    loginLocked: (scope) => {
+      loginLocks.inc({ scope });
+      loginFailures.inc({ reason: 'locked' });
+    },
     captchaIssued: (purpose) => captchas.inc({ purpose }),
     smsSent: (outcome) => sms.inc({ outcome }),
     addHealthProbe: (backend, probe) => {

@@ -36,6 +36,7 @@ export async function issueCaptcha(deps: Deps, session: SessionPort, purpose: Ca
   const { answer, jpeg } = await renderCaptcha(deps.config.captchaTestAnswer);
   const expiresAt = deps.now() + CAPTCHA_TTL_SECONDS * 1000;
   await deps.kv.set(captchaKey(purpose, session.id), encode(answer, expiresAt), CAPTCHA_TTL_SECONDS);
+  deps.metrics.captchaIssued(purpose);
   return jpeg;
 }
 
@@ -47,6 +48,7 @@ export async function consumeCaptcha(deps: Deps, sessionId: string, purpose: Cap
   const stored = decode(await deps.kv.take(captchaKey(purpose, sessionId)));
   const ok =
     stored !== undefined && stored.expiresAt > deps.now() && sameText(stored.answer, given.trim().toLowerCase());
+  if (!ok && purpose === 'login') deps.metrics.loginFailed('captcha');
   if (!ok) throw new DomainError('CAPTCHA_INVALID', 'Wrong or expired captcha, please enter the new one');
 }
 

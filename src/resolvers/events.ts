@@ -37,6 +37,7 @@ async function publishQuietly(deps: Deps, channel: string, event: string, data: 
   try {
     await deps.bus.publish(channel, event, data);
   } catch (error) {
+    deps.metrics.eventDropped('publish_failed');
     deps.log.warn({ channel, event, err: (error as Error).message }, 'event not published');
   }
 }

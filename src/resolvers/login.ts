@@ -73,12 +73,15 @@ export async function login(
   // Always hash, so a locked account, an unknown user and a wrong password cost the same time.
   const passwordOk = await verifyPassword(row?.agent.passwordHash, input.password);
 
+  if (accountLocked || ipWait > 0) deps.metrics.loginLocked(accountLocked ? 'account' : 'ip');
   if (accountLocked || ipWait > 0) throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
   if (!row || !passwordOk) {
+    deps.metrics.loginFailed('credentials');
     await ipLimiter.consume(clientIp, () => LOGIN_FAILED_MSG).catch(() => {});
     throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
   }
   const { agent, bid } = row;
+  if (agent.disabled) deps.metrics.loginFailed('disabled');
   if (agent.disabled) throw new DomainError('ACCOUNT_DISABLED', 'This agent account is disabled');
   await accountLimiter.reset(account);
 

@@ -62,7 +62,9 @@ export async function sendSmsCaptcha(
   const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
   try {
     await deps.sms({ mobile: input.mobile, code, purpose: 'register' });
+    deps.metrics.smsSent('sent');
   } catch (error) {
+    deps.metrics.smsSent('failed');
     deps.log.error({ mobile: maskMobile(input.mobile), err: (error as Error).message }, 'sms send failed');
     throw new DomainError('SMS_SEND_FAILED', 'The SMS could not be sent, please try again later');
   }

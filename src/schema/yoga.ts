@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js';
 import { classifyError, DomainError, graphqlCodeOf, notLoggedIn } from '../errors.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
+import { observabilityPlugin } from '../observability/graphql.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
 import { schema } from './index.js';
@@ -32,7 +33,7 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     logging: false,
     // One operation per request: batching would multiply every limit below.
     batching: false,
-    plugins: securityPlugins(deps.config),
+    plugins: [...securityPlugins(deps.config), observabilityPlugin(deps)],
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });
