@@ -1,8 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import {
   AgentWorkbenchDocument,
-  type ChannelSubscription,
   ChannelDocument,
+  type ChannelSubscription,
   IssueVisitorTokenDocument,
   LoginDocument,
   VisitorBootstrapDocument,
@@ -49,12 +49,17 @@ export async function runExample(options: ExampleOptions): Promise<ExampleSummar
   const bearer = { authorization: `Bearer ${issueVisitorToken.token}` };
   const { visitorBootstrap } = await request(base, VisitorBootstrapDocument, {}, { headers: bearer });
   const { visitor, setting } = visitorBootstrap;
-  log(`visitor ${visitor.uid} (${visitor.nickname}) on ${visitor.channel}; images up to ${setting.uploadLimits.imageMaxBytes} bytes`);
+  log(
+    `visitor ${visitor.uid} (${visitor.nickname}) on ${visitor.channel}; images up to ${setting.uploadLimits.imageMaxBytes} bytes`,
+  );
 
   // Agent: the captcha fetch starts the Session (cookie) the login mutation must carry.
   const captchaResponse = await fetch(new URL('/agent/login/logincaptcha', base));
   await captchaResponse.arrayBuffer();
-  const cookie = captchaResponse.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  const cookie = captchaResponse.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0])
+    .join('; ');
   const { login } = await request(
     base,
     LoginDocument,
@@ -64,7 +69,9 @@ export async function runExample(options: ExampleOptions): Promise<ExampleSummar
   const agentHeaders = { token: login.token };
   const { agentWorkbench } = await request(base, AgentWorkbenchDocument, {}, { headers: agentHeaders });
   const { agent } = agentWorkbench;
-  log(`agent ${agent.nickname} (${agent.agentId}, ${agent.level}) of ${agentWorkbench.setting.bid}: ${agentWorkbench.chatting.length} conversations`);
+  log(
+    `agent ${agent.nickname} (${agent.agentId}, ${agent.level}) of ${agentWorkbench.setting.bid}: ${agentWorkbench.chatting.length} conversations`,
+  );
 
   // Real-time: both identities on the ws_address their bootstrap gave, each on its own channel.
   const visitorSocket = connect(setting.wsAddress, { appkey: setting.appkey, ...bearer });
