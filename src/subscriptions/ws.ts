@@ -225,11 +225,12 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
       subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => never }).subscribe(args),
       onOperation: (ctx, _id, _payload, _args, result) => {
         if (!isAsyncIterable(result)) return;
-        return closeSlowConsumer(result, ctx.extra.socket);
+        return closeSlowConsumer(result, ctx.extra.socket, () => deps.metrics.eventDropped('slow_consumer'));
       },
       onNext: (ctx) => {
         const { socket } = ctx.extra;
         if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+          deps.metrics.eventDropped('slow_consumer');
           socket.close(WsCloseCode.SlowConsumer, 'Slow consumer: reconnect and resume with since');
         }
       },
@@ -266,13 +267,18 @@ const isAsyncIterable = (value: unknown): value is AsyncIterableIterator<unknown
  * queue of undelivered events overflowed: a RATE_LIMITED error while streaming), closes the
  * socket with 1013 instead of sending an error, so the client reconnects and resumes with `since`.
  */
-function closeSlowConsumer<T>(source: AsyncIterableIterator<T>, socket: WebSocket): AsyncIterableIterator<T> {
+function closeSlowConsumer<T>(
+  source: AsyncIterableIterator<T>,
+  socket: WebSocket,
+  onDrop: () => void,
+): AsyncIterableIterator<T> {
   const iterator: AsyncIterableIterator<T> = {
     async next() {
       try {
         return await source.next();
       } catch (error) {
         if ((error as GraphQLError).extensions?.code !== SLOW_CONSUMER) throw error;
+        onDrop();
         socket.close(WsCloseCode.SlowConsumer, 'Slow consumer: reconnect and resume with since');
         return { done: true, value: undefined };
       }
