@@ -1,0 +1,184 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import autocannon from 'autocannon';
+
+/** Benchmark plumbing: pinned child processes, autocannon runs, interleaved A/B rounds. */
+
+export const SERVER_CORE = '0';
+export const LOAD_CORE = '1';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Proc {
+  child: ChildProcess;
+  port: number;
+  url: string;
+  /** Resident memory of the process in bytes (from /proc). */
+  rss(): number;
+  stop(): Promise<void>;
+}
+
+const children = new Set<ChildProcess>();
+/** Every child is killed when the runner exits, whatever happens. */
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+/** Starts `node --import tsx <script>` pinned to the server core, and waits for its port. */
+export async function startPinned(script: string, env: Record<string, string>, readyPath = '/healthz'): Promise<Proc> {
+  const port = await freePort();
+  const child = spawn('taskset', ['-c', SERVER_CORE, process.execPath, '--import', 'tsx', script], {
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.add(child);
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(url + readyPath)).ok) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`${script} did not start`);
+    await sleep(200);
+  }
+  return {
+    child,
+    port,
+    url,
+    rss: () => readRss(child.pid as number),
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, sleep(8000)]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+      children.delete(child);
+    },
+  };
+}
+
+/** RSS of a process: the node child of `taskset` has the same pid (taskset execs). */
+export function readRss(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    return kb * 1024;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU time (user+system, seconds) a process has used, from /proc/<pid>/stat. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+  /** Share of the window the server's core was busy (CPU seconds / wall seconds). */
+  cpu: number;
+}
+
+export interface LoadSpec {
+  url: string;
+  method?: 'GET' | 'POST';
+  headers?: Record<string, string>;
+  body?: string;
+  /** Per-request hook (e.g. a different cookie each time). */
+  setupRequest?: (req: Record<string, unknown>) => Record<string, unknown>;
+  connections?: number;
+  seconds: number;
+  /** Process whose CPU use is measured during the window. */
+  pid?: number;
+}
+
+export async function load(spec: LoadSpec): Promise<LoadResult> {
+  const cpuBefore = spec.pid ? cpuSeconds(spec.pid) : 0;
+  const started = Date.now();
+  const result = await autocannon({
+    url: spec.url,
+    method: spec.method ?? 'GET',
+    headers: spec.headers,
+    body: spec.body,
+    connections: spec.connections ?? 50,
+    pipelining: 1,
+    duration: spec.seconds,
+    requests: spec.setupRequest ? [{ setupRequest: spec.setupRequest as never }] : undefined,
+  });
+  const wall = (Date.now() - started) / 1000;
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    cpu: spec.pid ? (cpuSeconds(spec.pid) - cpuBefore) / wall : 0,
+  };
+}
+
+export const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+};
+
+export interface Comparison {
+  baseline: LoadResult[];
+  scenario: LoadResult[];
+  ratio: number;
+}
+
+/**
+ * Runs baseline and scenario alternately (A B A B …) after one warm-up each, and reports the
+ * median of the per-round ratios, so drift in the machine's load affects both sides alike.
+ */
+export async function interleave(
+  baseline: (seconds: number) => Promise<LoadResult>,
+  scenario: (seconds: number) => Promise<LoadResult>,
+  opts: { rounds: number; seconds: number; warmup: number },
+): Promise<Comparison> {
+  await baseline(opts.warmup);
+  await scenario(opts.warmup);
+  const a: LoadResult[] = [];
+  const b: LoadResult[] = [];
+  for (let i = 0; i < opts.rounds; i++) {
+    a.push(await baseline(opts.seconds));
+    b.push(await scenario(opts.seconds));
+  }
+  for (const r of [...a, ...b]) {
+    if (r.errors || r.non2xx)
+      throw new Error(`a measured window had ${r.errors} errors and ${r.non2xx} non-2xx answers`);
+  }
+  return { baseline: a, scenario: b, ratio: median(b.map((r, i) => r.rps / (a[i] as LoadResult).rps)) };
+}
+
+export const summarize = (runs: LoadResult[]) => ({
+  rps: median(runs.map((r) => r.rps)),
+  p50: median(runs.map((r) => r.p50)),
+  p99: median(runs.map((r) => r.p99)),
+  cpu: median(runs.map((r) => r.cpu)),
+});
