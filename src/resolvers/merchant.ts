@@ -1,4 +1,5 @@
-import { asc, eq } from 'drizzle-orm';
+import { asc, eq, sql } from 'drizzle-orm';
+import { preparedQuery } from '../db/prepared.js';
 import { type Merchant, merchants, visitorAttributeDefs } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 
@@ -26,13 +27,18 @@ export interface VisitorAttributeDef {
 
 export const isEditable = (type: string, editable: boolean) => editable && type !== 'image';
 
-/** The merchant's visitor attribute configuration, in display order. */
-export async function loadAttributeDefs(deps: Deps, merchantId: string): Promise<VisitorAttributeDef[]> {
-  const rows = await deps.db
+const attributeDefsOf = preparedQuery((db) =>
+  db
     .select()
     .from(visitorAttributeDefs)
-    .where(eq(visitorAttributeDefs.merchantId, merchantId))
-    .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key));
+    .where(eq(visitorAttributeDefs.merchantId, sql.placeholder('merchantId')))
+    .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key))
+    .prepare('attribute_defs_of'),
+);
+
+/** The merchant's visitor attribute configuration, in display order. */
+export async function loadAttributeDefs(deps: Deps, merchantId: string): Promise<VisitorAttributeDef[]> {
+  const rows = await attributeDefsOf(deps.db).execute({ merchantId });
   return rows.map((d) => ({ key: d.key, label: d.label, type: d.type, editable: isEditable(d.type, d.editable) }));
 }
 

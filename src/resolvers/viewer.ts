@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, eq, gt, isNull, sql } from 'drizzle-orm';
+import { preparedQuery } from '../db/prepared.js';
 import { type Agent, agents, merchants, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
@@ -41,7 +42,7 @@ export async function requireAgent(deps: Deps, session: SessionPort | undefined)
     await endSession(deps, session, identity.agentId, 'expired');
     throw notLoggedIn();
   }
-  const [agent] = await deps.db.select().from(agents).where(eq(agents.id, identity.agentId)).limit(1);
+  const [agent] = await agentById(deps.db).execute({ id: identity.agentId });
   if (!agent || agent.merchantId !== identity.merchantId) {
     await endSession(deps, session, identity.agentId, 'mismatch');
     throw new DomainError(
@@ -83,22 +84,43 @@ export async function endSession(deps: Deps, session: SessionPort, agentId: stri
 /** The visitor of a `Bearer` token: unexpired, unrevoked, and its merchant's. */
 export async function requireVisitor(deps: Deps, token: string | undefined): Promise<VisitorViewer> {
   if (!token) throw visitorUnauthenticated();
-  const [row] = await deps.db
-    .select({ visitorId: visitors.id, merchantId: visitors.merchantId, bid: merchants.bid, channel: visitors.channel })
-    .from(visitorTokens)
-    .innerJoin(visitors, eq(visitors.id, visitorTokens.visitorId))
-    .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
-    .where(
-      and(
-        eq(visitorTokens.tokenHash, hashToken(token)),
-        isNull(visitorTokens.revokedAt),
-        gt(visitorTokens.expiresAt, new Date(deps.now())),
-      ),
-    )
-    .limit(1);
+  const [row] = await visitorByToken(deps.db).execute({
+    hash: hashToken(token),
+    now: new Date(deps.now()).toISOString(),
+  });
   if (!row) throw visitorUnauthenticated();
   return { kind: 'visitor', ...row };
 }
+
+const agentById = preparedQuery((db) =>
+  db
+    .select()
+    .from(agents)
+    .where(eq(agents.id, sql.placeholder('id')))
+    .limit(1)
+    .prepare('agent_by_id'),
+);
+
+/** The token's visitor, of the token's own merchant, while the token is unrevoked and unexpired. */
+const visitorByToken = preparedQuery((db) =>
+  db
+    .select({ visitorId: visitors.id, merchantId: visitors.merchantId, bid: merchants.bid, channel: visitors.channel })
+    .from(visitorTokens)
+    .innerJoin(
+      visitors,
+      and(eq(visitors.id, visitorTokens.visitorId), eq(visitors.merchantId, visitorTokens.merchantId)),
+    )
+    .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
+    .where(
+      and(
+        eq(visitorTokens.tokenHash, sql.placeholder('hash')),
+        isNull(visitorTokens.revokedAt),
+        gt(visitorTokens.expiresAt, sql.placeholder('now')),
+      ),
+    )
+    .limit(1)
+    .prepare('visitor_by_token'),
+);
 
 const visitorUnauthenticated = () =>
   new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor token missing, invalid or expired: get a new visitor token');

@@ -1,5 +1,6 @@
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
-import { and, asc, eq, gt, isNull } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
+import { preparedQuery } from '../db/prepared.js';
 import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
@@ -45,6 +46,33 @@ export interface VisitorBootstrap {
   };
 }
 
+const visitorWithMerchant = preparedQuery((db) =>
+  db
+    .select({ visitor: visitors, merchant: merchants })
+    .from(visitors)
+    .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
+    .where(and(eq(visitors.id, sql.placeholder('visitorId')), eq(visitors.merchantId, sql.placeholder('merchantId'))))
+    .limit(1)
+    .prepare('visitor_with_merchant'),
+);
+
+/** The visitor's attributes that the merchant configures, in display order. */
+const attributesOf = preparedQuery((db) =>
+  db
+    .select({ def: visitorAttributeDefs, value: visitorAttributes.value })
+    .from(visitorAttributes)
+    .innerJoin(
+      visitorAttributeDefs,
+      and(
+        eq(visitorAttributeDefs.key, visitorAttributes.key),
+        eq(visitorAttributeDefs.merchantId, sql.placeholder('merchantId')),
+      ),
+    )
+    .where(eq(visitorAttributes.visitorId, sql.placeholder('visitorId')))
+    .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key))
+    .prepare('visitor_attributes_of'),
+);
+
 /**
  * The visitor chat page's first call: its profile, the real-time connection settings, the
  * feature switches and upload limits. Also announces the visitor on `global-{bid}`.
@@ -55,24 +83,8 @@ export async function loadVisitorBootstrap(
   opts: { wsAddress: string },
 ): Promise<VisitorBootstrap> {
   const [[row], attributes] = await Promise.all([
-    deps.db
-      .select({ visitor: visitors, merchant: merchants })
-      .from(visitors)
-      .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
-      .where(and(eq(visitors.id, viewer.visitorId), eq(visitors.merchantId, viewer.merchantId)))
-      .limit(1),
-    deps.db
-      .select({ def: visitorAttributeDefs, value: visitorAttributes.value })
-      .from(visitorAttributes)
-      .innerJoin(
-        visitorAttributeDefs,
-        and(
-          eq(visitorAttributeDefs.key, visitorAttributes.key),
-          eq(visitorAttributeDefs.merchantId, viewer.merchantId),
-        ),
-      )
-      .where(eq(visitorAttributes.visitorId, viewer.visitorId))
-      .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key)),
+    visitorWithMerchant(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
+    attributesOf(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
   ]);
   if (!row) throw new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor not found: get a new visitor token');
   const { visitor, merchant } = row;

@@ -1,4 +1,5 @@
-import { and, asc, desc, eq, isNull } from 'drizzle-orm';
+import { and, asc, desc, eq, isNull, sql } from 'drizzle-orm';
+import { preparedQuery } from '../db/prepared.js';
 import { type Agent, agentGroups, conversations, merchants, visitors, type WorkbenchExtensions } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
@@ -39,6 +40,44 @@ export interface Workbench {
   extensions: WorkbenchExtensions;
 }
 
+const merchantById = preparedQuery((db) =>
+  db
+    .select()
+    .from(merchants)
+    .where(eq(merchants.id, sql.placeholder('merchantId')))
+    .limit(1)
+    .prepare('merchant_by_id'),
+);
+
+const groupsOf = preparedQuery((db) =>
+  db
+    .select()
+    .from(agentGroups)
+    .where(eq(agentGroups.merchantId, sql.placeholder('merchantId')))
+    .orderBy(desc(agentGroups.isDefault), asc(agentGroups.position), asc(agentGroups.name))
+    .prepare('agent_groups_of'),
+);
+
+const openConversationsOf = preparedQuery((db) =>
+  db
+    .select({ c: conversations, name: visitors.nickname })
+    .from(conversations)
+    // Both sides scoped by the agent's merchant: a row pointing across tenants shows nothing.
+    .innerJoin(
+      visitors,
+      and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, sql.placeholder('merchantId'))),
+    )
+    .where(
+      and(
+        eq(conversations.agentId, sql.placeholder('agentId')),
+        eq(conversations.merchantId, sql.placeholder('merchantId')),
+        isNull(conversations.closedAt),
+      ),
+    )
+    .orderBy(desc(conversations.pinnedAt), desc(conversations.timestamp))
+    .prepare('open_conversations_of'),
+);
+
 /**
  * The agent workbench bootstrap: ongoing conversations, the agent, groups, settings, attribute
  * configuration and extensions, all scoped to the agent's own merchant.
@@ -47,25 +86,9 @@ export async function loadWorkbench(deps: Deps, viewer: AgentViewer, opts: { wsA
   requireOnlineReception(viewer);
   const { merchantId, agent } = viewer;
   const [[merchant], groups, chats, defs, profile] = await Promise.all([
-    deps.db.select().from(merchants).where(eq(merchants.id, merchantId)).limit(1),
-    deps.db
-      .select()
-      .from(agentGroups)
-      .where(eq(agentGroups.merchantId, merchantId))
-      .orderBy(desc(agentGroups.isDefault), asc(agentGroups.position), asc(agentGroups.name)),
-    deps.db
-      .select({ c: conversations, name: visitors.nickname })
-      .from(conversations)
-      // Both sides scoped by the agent's merchant: a row pointing across tenants shows nothing.
-      .innerJoin(visitors, and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, merchantId)))
-      .where(
-        and(
-          eq(conversations.agentId, agent.id),
-          eq(conversations.merchantId, merchantId),
-          isNull(conversations.closedAt),
-        ),
-      )
-      .orderBy(desc(conversations.pinnedAt), desc(conversations.timestamp)),
+    merchantById(deps.db).execute({ merchantId }),
+    groupsOf(deps.db).execute({ merchantId }),
+    openConversationsOf(deps.db).execute({ merchantId, agentId: agent.id }),
     loadAttributeDefs(deps, merchantId),
     loadAgentProfile(deps, agent),
   ]);
