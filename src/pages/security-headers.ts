@@ -41,9 +41,34 @@ export function securityHeaders(config: Config): RequestHandler {
   });
   const withoutCsp = helmet({ contentSecurityPolicy: false, strictTransportSecurity: config.env === 'production' });
   const graphiql = config.env !== 'production';
+
+  // helmet's headers depend only on the socket origin, so each distinct set is computed once by
+  // running helmet against a recording response, then copied onto every response: the headers
+  // stay helmet's, the per-request cost is a few setHeader calls.
+  const record = (handler: RequestHandler, req: IncomingMessage) => {
+    const headers: [string, string][] = [];
+    const res = { setHeader: (k: string, v: unknown) => headers.push([k, String(v)]), removeHeader: () => {} };
+    handler(req as never, res as never, () => {});
+    return headers;
+  };
+  const plain = record(withoutCsp, { headers: {}, socket: {} } as IncomingMessage);
+  const byOrigin = new Map<string, [string, string][]>();
+  const MAX_ORIGINS = 64; // Host headers are caller-chosen: past this, compute without caching
+
   return (req, res, next) => {
-    const path = new URL(req.url, 'http://x').pathname;
-    if (graphiql && path === '/graphql') return withoutCsp(req, res, next);
-    return withCsp(req, res, next);
+    res.removeHeader('X-Powered-By');
+    const path = req.path;
+    if (graphiql && path === '/graphql') {
+      for (const [k, v] of plain) res.setHeader(k, v);
+      return next();
+    }
+    const origin = socketOrigin(req, res);
+    let headers = byOrigin.get(origin);
+    if (!headers) {
+      headers = record(withCsp, req);
+      if (byOrigin.size < MAX_ORIGINS) byOrigin.set(origin, headers);
+    }
+    for (const [k, v] of headers) res.setHeader(k, v);
+    next();
   };
 }
