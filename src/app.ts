@@ -47,11 +47,12 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
 
   const app = express();
   app.disable('x-powered-by');
+  // JSON answers are per-caller and never cached: hashing every body for an ETag is wasted work.
+  app.set('etag', false);
   app.set('trust proxy', config.trustProxy);
   app.use(requestObservability(deps, log));
   app.use(securityHeaders(config));
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
-  app.use(healthRoutes(deps), metricsRoutes(deps), openApiRoutes(config));
   const bodies = [express.urlencoded({ extended: false, limit: MAX_BODY }), express.json({ limit: MAX_BODY })];
   app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
   app.use('/visitor', bodies, visitorRoutes(deps));
@@ -59,6 +60,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use('/graphql', sessions.middleware, express.json({ limit: MAX_BODY }), (req: Request, res: Response) => {
     yoga.requestListener(req, res);
   });
+  // Matched after the hot API paths, so those traverse as few layers as possible.
+  app.use(healthRoutes(deps), metricsRoutes(deps), openApiRoutes(config));
   app.use(pageRoutes(deps));
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));
