@@ -293,6 +293,31 @@ describe('no lost events on reconnect', () => {
     expect(justInTime.events.map((e) => e.id)).toEqual(kept);
   });
 
+  it('a subscription without since starts with a subscribed event giving the position to resume from', async () => {
+    const me = await visitor(t);
+    const socket = visitorSocket(t, me.token);
+    const sub = socket.channel(me.channel);
+    await eventually(() => sub.cursor, 'the subscribed event');
+    const first = await publish(t, me.channel, 'first');
+    await sub.waitFor('first');
+    expect(sub.names()).toEqual(['first']);
+    expect(first > (sub.cursor as string)).toBe(true);
+  });
+
+  it('a client that saw nothing yet resumes from its subscribed position and misses nothing, with no gap', async () => {
+    const me = await visitor(t);
+    const first = visitorSocket(t, me.token);
+    const sub = first.channel(me.channel);
+    const cursor = await eventually(() => sub.cursor, 'the subscribed event');
+    await first.dispose();
+
+    const missed = [await publish(t, me.channel, 'while.down.1'), await publish(t, me.channel, 'while.down.2')];
+    const resumed = visitorSocket(t, me.token).channel(me.channel, cursor);
+    await resumed.until((es) => es.length === 2, 'the two missed events');
+    expect(resumed.names()).toEqual(['while.down.1', 'while.down.2']);
+    expect(resumed.events.map((e) => e.id)).toEqual(missed);
+  });
+
   it('a since for a channel with no history left is a gap', async () => {
     const me = await visitor(t);
     const socket = visitorSocket(t, me.token);

@@ -15,6 +15,13 @@ export interface ChannelEvent {
 /** The event a resuming subscriber gets when events after its `since` were already dropped. */
 export const HISTORY_GAP = 'history.gap';
 
+/**
+ * The first event of a subscription without `since`: its id is the channel's current position,
+ * so a client that has seen nothing else yet can still resume with `since` after a drop and
+ * miss nothing published meanwhile. It carries no data and is not a published event.
+ */
+export const SUBSCRIBED = 'subscribed';
+
 /** Undelivered live events one subscription may hold before it is ended as a slow consumer. */
 export const DEFAULT_MAX_QUEUED_EVENTS = 500;
 
@@ -38,6 +45,7 @@ export interface EventBus {
   /**
    * Live events of `channel`. With `since`, first the kept events after it, in order, then live
    * ones, with no gap and no duplicate; a `history.gap` event first when some were dropped.
+   * Without `since`, first a `subscribed` event whose id is the position to resume from.
    * Ends when `signal` aborts (promptly, even while waiting); throws SlowConsumerError when the
    * consumer lets more than `maxQueued` live events pile up.
    */
@@ -56,6 +64,11 @@ interface HistoryBackend {
    * any event after `after` was dropped (trimmed, expired, or from before this history began).
    */
   page(channel: string, after: EventId, limit: number): Promise<{ events: ChannelEvent[]; lost: boolean }>;
+  /**
+   * The id of the channel's newest event; for a channel with no history, a position just before
+   * now, recorded as its floor so that resuming from it later counts nothing as lost.
+   */
+  cursor(channel: string): Promise<EventId>;
   /** Starts live delivery of a channel to this instance. */
   listen(channel: string): Promise<void>;
   unlisten(channel: string): Promise<void>;
@@ -149,7 +162,10 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
       await join(channel, listener);
       try {
         let cursor = since;
-        if (cursor) {
+        if (!cursor) {
+          cursor = await backend.cursor(channel);
+          yield { id: cursor, channel, event: SUBSCRIBED, data: {}, at: new Date().toISOString() };
+        } else {
           // Replay page by page; each page says whether events after the cursor were dropped.
           while (!signal?.aborted) {
             const { events, lost } = await backend.page(channel, cursor, REPLAY_PAGE);
@@ -236,6 +252,13 @@ export function memoryEventBus(opts: {
           deliver(entry);
           return entry;
         },
+        async cursor(channel) {
+          const existing = channels.get(channel);
+          if (existing) return existing.lastId;
+          const id = `${Date.now() - 1}-0`;
+          channels.set(channel, { events: [], lastId: id, floor: id, touched: Date.now() });
+          return id;
+        },
         async page(channel, after, limit) {
           const state = channels.get(channel);
           if (!state) return { events: [], lost: true }; // nothing kept: forgotten, or from before a restart
@@ -267,7 +290,7 @@ function script(redis: Redis, name: string, numberOfKeys: number, lua: string) {
  * KEYS: stream, floor. ARGV: history size, payload, ttl ms, pub/sub topic.
  */
 const APPEND_LUA = `
-local fresh = redis.call('EXISTS', KEYS[1]) == 0
+local fresh = redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0
 local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
 if fresh then redis.call('SET', KEYS[2], id) end
 local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1])
@@ -279,6 +302,21 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('PUBLISH', ARGV[4], id .. ' ' .. ARGV[2])
+return id`;
+
+/**
+ * The newest id of the stream; for an empty channel, a position just before Redis's own clock
+ * (stream ids come from it), stored as the floor until the first event keeps it alive.
+ * KEYS: stream, floor. ARGV: ttl ms.
+ */
+const CURSOR_LUA = `
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #last > 0 then return last[1][1] end
+local floor = redis.call('GET', KEYS[2])
+if floor then return floor end
+local t = redis.call('TIME')
+local id = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - 1) .. '-0'
+redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
 return id`;
 
 /**
@@ -303,6 +341,7 @@ export function redisEventBus(opts: {
   const topic = (channel: string) => `${prefix}events:${channel}`;
   const channelOf = (t: string) => t.slice(`${prefix}events:`.length);
   const append = script(redis, 'parleyBusAppend', 2, APPEND_LUA);
+  const cursorOf = script(redis, 'parleyBusCursor', 2, CURSOR_LUA);
 
   return createBus(
     ({ deliver, cursors }) => {
@@ -364,6 +403,7 @@ export function redisEventBus(opts: {
           const floor = floorReply[1] as string | null;
           return { events: fromStream(channel, rangeReply[1] as [string, string[]][]), lost: isLost(after, floor) };
         },
+        cursor: async (channel) => (await cursorOf(streamKey(channel), floorKey(channel), String(ttlMs))) as string,
         async listen(channel) {
           await subscriber.subscribe(topic(channel));
         },

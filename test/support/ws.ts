@@ -98,6 +98,8 @@ export async function closeAllSockets() {
 /** One `Subscription.channel` operation, recording what it receives. */
 export class ChannelSubscription {
   events: ReceivedEvent[] = [];
+  /** The id of the `subscribed` event a subscription without `since` starts with. */
+  cursor: string | undefined;
   errors: readonly GraphQLFormattedError[] | undefined;
   /** Resolves when the subscription ends: `complete`, `error` (GraphQL errors) or `closed` (socket). */
   readonly ended: Promise<'complete' | 'error' | 'closed'>;
@@ -114,7 +116,9 @@ export class ChannelSubscription {
       {
         next: (result) => {
           if (result.errors) this.errors = [...result.errors];
-          if (result.data) this.events.push(result.data.channel);
+          // The `subscribed` event is the resume position, not a published event: kept apart.
+          if (result.data?.channel.event === 'subscribed') this.cursor = result.data.channel.id;
+          else if (result.data) this.events.push(result.data.channel);
           this.notify();
         },
         error: (error) => {

@@ -76,7 +76,8 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
         const last = payload.variables.since;
         if (last && compareEventIds(event.id, last) <= 0) return; // already shown
         payload.variables.since = event.id;
-        onEvent(event);
+        // `subscribed` only gives the position to resume from, even before any event arrives.
+        if (event.event !== 'subscribed') onEvent(event);
       },
       error(error) {
         const first = Array.isArray(error) ? error[0] : error;
