@@ -328,3 +328,27 @@ describe.skipIf(!process.env.REDIS_URL)('Several instances sharing one Redis (sk
     }
   });
 });
+
+describe.skipIf(!process.env.REDIS_URL)('Sessions on Redis (skipped: REDIS_URL is unset)', () => {
+  it('reading a Session rolls its idle lifetime in Redis in the same round trip (GETEX)', async () => {
+    const app = await startTestApp({ env: { SESSION_TTL_SECONDS: '600' } });
+    try {
+      const { token } = await agentSession(app.url, 'alice');
+      const redis = app.app.deps.redis as NonNullable<typeof app.app.deps.redis>;
+      await redis.expire(`sess:${token}`, 30);
+      const commands: string[] = [];
+      const monitor = await redis.duplicate().monitor();
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (String(args[1] ?? '').includes(token)) commands.push(String(args[0]).toLowerCase());
+      });
+      expect((await new HttpClient(app.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(0);
+      await new Promise((r) => setTimeout(r, 100));
+      const seen = [...commands];
+      monitor.disconnect();
+      expect(seen).toEqual(['getex']);
+      expect(await redis.ttl(`sess:${token}`)).toBeGreaterThan(590);
+    } finally {
+      await app.stop();
+    }
+  });
+});
