@@ -71,7 +71,7 @@ function operationHtml(method: string, path: string, op: Operation) {
       `<h4>Parameters</h4><table><thead><tr><th>name</th><th>in</th><th>required</th><th>meaning</th></tr></thead><tbody>${op.parameters
         .map(
           (p) =>
-            `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${escapeHtml(p.in)}</td><td>${p.required ? 'yes' : 'no'}</td><td>${prose(p.description)}</td></tr>`,
+            `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${escapeHtml(p.in)}</td><td>${p.required ? 'yes' : 'no'}</td><td>${prose(p.description ?? (p.schema as { description?: string } | undefined)?.description)}</td></tr>`,
         )
         .join('')}</tbody></table>`,
     );
@@ -129,7 +129,7 @@ ${[...byTag].map(([tag, ops]) => `<h2>${escapeHtml(tag)}</h2>${ops.map((o) => o.
 }
 
 export const REFERENCE_CSS = `
-body { margin: 0; display: grid; grid-template-columns: 18rem 1fr; font: 15px/1.5 system-ui, sans-serif; color: #1d2330; }
+body { margin: 0; display: grid; grid-template-columns: 18rem minmax(0, 1fr); font: 15px/1.5 system-ui, sans-serif; color: #1d2330; }
 nav { position: sticky; top: 0; height: 100vh; overflow: auto; padding: 1rem; background: #f4f6fa; border-right: 1px solid #dde2ea; }
 nav ul { list-style: none; padding: 0; margin: 0 0 1rem; } nav li { margin: .2rem 0; font-size: 13px; }
 main { padding: 1rem 2rem; max-width: 60rem; }
