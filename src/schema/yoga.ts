@@ -10,6 +10,7 @@ import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
 import { schema } from './index.js';
 import { securityPlugins } from './security.js';
+import { sharedChannelResults } from './shared-results.js';
 
 /** Server context: the express request, or (for sockets) the context already built by ws.ts. */
 interface ServerContext {
@@ -33,7 +34,7 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     logging: false,
     // One operation per request: batching would multiply every limit below.
     batching: false,
-    plugins: [...securityPlugins(deps.config), observabilityPlugin(deps)],
+    plugins: [...securityPlugins(deps.config), observabilityPlugin(deps), sharedChannelResults()],
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });
