@@ -59,7 +59,7 @@ function isChannelSubscription(document: DocumentNode, operationName?: string | 
     (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION,
   );
   const operation = operationName ? operations.find((o) => o.name?.value === operationName) : operations[0];
-  if (!operation || operation.operation !== 'subscription') return false;
+  if (operation?.operation !== 'subscription') return false;
   const { selections } = operation.selectionSet;
   return selections.length === 1 && selections[0]?.kind === Kind.FIELD && selections[0].name.value === 'channel';
 }
