@@ -30,7 +30,9 @@ export interface SessionLayer {
 }
 
 export function createSessionLayer(config: Config, redis: Redis | undefined): SessionLayer {
-  const store: Store = redis ? new RollingRedisStore(redis, config.sessionTtlSeconds) : new MemoryStore();
+  const store: Store = redis
+    ? new RollingRedisStore(redis, config.sessionTtlSeconds)
+    : new EmbeddedSessionStore(config.sessionTtlSeconds);
   const secret = config.sessionSecret;
 
   const sessionIdOf = (req: IncomingMessage): string | undefined => {
@@ -150,9 +152,15 @@ function cookieValue(header: string | undefined, name: string): string | undefin
   return undefined;
 }
 
+type StoreCallback = (err?: unknown, data?: SessionData | null) => void;
+
 /**
- * connect-redis, reading with GETEX so that the read also rolls the idle lifetime: a request
- * costs one Redis round trip instead of a GET and an EXPIRE (touch is then redundant).
+ * connect-redis, with two changes:
+ * - reads use GETEX, so the read also rolls the idle lifetime: a request costs one Redis round
+ *   trip instead of a GET and an EXPIRE (touch is then redundant);
+ * - a destroyed Session leaves a tombstone for its lifetime, and a write never recreates a
+ *   tombstoned Session: a request still in flight when the Session was ended (logout, disable,
+ *   on any instance) cannot bring it back by saving it at its end.
  */
 class RollingRedisStore extends RedisStore {
   constructor(
@@ -162,7 +170,9 @@ class RollingRedisStore extends RedisStore {
     super({ client: redis, prefix: 'sess:', ttl: ttlSeconds, disableTouch: true });
   }
 
-  override async get(sid: string, cb?: (err?: unknown, data?: SessionData | null) => void) {
+  private ended = (sid: string) => `sess-ended:${sid}`;
+
+  override async get(sid: string, cb?: StoreCallback) {
     try {
       const raw = await this.redis.getex(this.prefix + sid, 'EX', this.ttlSeconds);
       const data = raw ? await this.serializer.parse(raw) : null;
@@ -172,6 +182,58 @@ class RollingRedisStore extends RedisStore {
       cb?.(error, null);
       return null;
     }
+  }
+
+  override async set(sid: string, sess: SessionData, cb?: StoreCallback) {
+    try {
+      await this.redis.eval(
+        "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1",
+        2,
+        this.prefix + sid,
+        this.ended(sid),
+        this.serializer.stringify(sess),
+        String(this.ttlSeconds),
+      );
+      cb?.(null);
+    } catch (error) {
+      cb?.(error);
+    }
+  }
+
+  override async destroy(sid: string, cb?: StoreCallback) {
+    try {
+      await this.redis
+        .multi()
+        .del(this.prefix + sid)
+        .set(this.ended(sid), '1', 'EX', this.ttlSeconds)
+        .exec();
+      cb?.(null);
+    } catch (error) {
+      cb?.(error);
+    }
+  }
+}
+
+/** The in-process store, with the same tombstones as the Redis one (see RollingRedisStore). */
+class EmbeddedSessionStore extends MemoryStore {
+  private readonly endedUntil = new Map<string, number>();
+
+  constructor(private readonly ttlSeconds: number) {
+    super();
+  }
+
+  override set(sid: string, sess: SessionData, cb?: (err?: unknown) => void) {
+    const until = this.endedUntil.get(sid);
+    if (until !== undefined && until > Date.now()) return cb?.();
+    this.endedUntil.delete(sid);
+    super.set(sid, sess, cb);
+  }
+
+  override destroy(sid: string, cb?: (err?: unknown) => void) {
+    const now = Date.now();
+    for (const [id, until] of this.endedUntil) if (until <= now) this.endedUntil.delete(id);
+    this.endedUntil.set(sid, now + this.ttlSeconds * 1000);
+    super.destroy(sid, cb);
   }
 }
 
