@@ -17,4 +17,6 @@ export const WsCloseCode = {
   Forbidden: 4403,
   /** No `connection_init` within the wait (graphql-ws ConnectionInitialisationTimeout). */
   InitTimeout: 4408,
+  /** More than SUBSCRIBE_RATE `subscribe` messages in its window (ours; graphql-ws uses 4429 for a second `connection_init`). */
+  TooManySubscribes: 4429,
 } as const;

@@ -4,6 +4,7 @@ import { type ExecutionArgs, GraphQLError } from 'graphql';
 import type { Context } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
+import type { Config } from '../config.js';
 import { merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
@@ -24,6 +25,8 @@ export const CONNECTION_INIT_WAIT_MS = 5000;
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 20;
 /** Bytes `ws` may hold for a socket that does not read; beyond, the socket is closed as a slow consumer. */
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** `subscribe` messages one socket may send per window; beyond, it is closed with 4429. */
+export const SUBSCRIBE_RATE = { max: 30, windowMs: 10_000 };
 /** How often a socket's identity is re-checked (an agent Session's idle expiry is silent in the store; a visitor token may be revoked). */
 export const SESSION_REVALIDATE_MS = 30_000;
 /** Ping interval; a socket that does not answer a ping within it is terminated. */
@@ -53,6 +56,8 @@ interface SocketState {
   stop: AbortController;
   revalidate?: NodeJS.Timeout;
   ending?: boolean;
+  /** The current subscribe-rate window: when it began and how many `subscribe` messages it saw. */
+  window: { start: number; count: number };
 }
 
 type Extra = { socket: WebSocket; request: IncomingMessage };
@@ -71,7 +76,26 @@ type SocketContext = Context<Record<string, unknown>, Extra>;
  * to each socket (e.g. by grouping in `onOperation` and writing frames in `onNext`).
  */
 export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessions: SessionLayer) {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_PAYLOAD_BYTES, perMessageDeflate: false });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_WS_PAYLOAD_BYTES,
+    perMessageDeflate: false,
+    // Cross-site WebSocket hijacking: a page on another site must not open a socket that carries
+    // the agent's Session cookie. Refused with 403 before the socket opens.
+    verifyClient: (
+      info: { origin?: string; secure: boolean; req: IncomingMessage },
+      done: (ok: boolean, code?: number, message?: string) => void,
+    ) => {
+      const allowed = originAllowed(info.origin, {
+        host: info.req.headers.host,
+        secure: requestIsSecure(info.req, deps.config),
+        allowedOrigins: deps.config.allowedOrigins,
+        publicWsAddress: deps.config.publicWsAddress,
+      });
+      if (allowed) done(true);
+      else done(false, 403, 'Origin not allowed');
+    },
+  });
   const states = new WeakMap<object, SocketState>();
   const presence = createPresenceTracker(deps);
   // Resolved once graphql-ws has finished with a socket (its onClose ran), for graceful shutdown.
@@ -160,7 +184,7 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
             .limit(1);
           if (typeof params.appkey !== 'string' || merchant?.appkey !== params.appkey) return false;
           if (socket.readyState !== socket.OPEN) return false; // left while we were checking
-          const state: SocketState = { id, stop: new AbortController() };
+          const state: SocketState = { id, stop: new AbortController(), window: { start: Date.now(), count: 0 } };
           states.set(ctx, state);
           if (viewer.kind === 'agent') await followAgent(ctx, state, viewer);
           else followVisitor(ctx, state, context);
@@ -188,6 +212,10 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
               extensions: { code: 'UNAUTHENTICATED' },
             }),
           ];
+        }
+        if (!withinSubscribeRate(state.window, Date.now())) {
+          ctx.extra.socket.close(WsCloseCode.TooManySubscribes, 'Too many subscribe requests');
+          return [new GraphQLError('Too many subscribe requests', { extensions: { code: 'RATE_LIMITED' } })];
         }
         if (Object.keys(ctx.subscriptions).length > MAX_SUBSCRIPTIONS_PER_SOCKET) {
           return [
@@ -287,6 +315,68 @@ function closeSlowConsumer<T>(
     [Symbol.asyncIterator]: () => iterator,
   };
   return iterator;
+}
+
+/** Counts one `subscribe` in a fixed window of SUBSCRIBE_RATE; false once the window's allowance is spent. */
+export function withinSubscribeRate(window: { start: number; count: number }, now: number): boolean {
+  if (now - window.start >= SUBSCRIBE_RATE.windowMs) {
+    window.start = now;
+    window.count = 0;
+  }
+  window.count++;
+  return window.count <= SUBSCRIBE_RATE.max;
+}
+
+/** Whether this upgrade arrived over TLS: the socket itself, or a trusted proxy's X-Forwarded-Proto. */
+function requestIsSecure(req: IncomingMessage, config: Pick<Config, 'trustProxy'>): boolean | undefined {
+  if ((req.socket as { encrypted?: boolean }).encrypted) return true;
+  if (!config.trustProxy) return undefined; // a TLS-terminating proxy may be in front: unknown
+  const proto = req.headers['x-forwarded-proto'];
+  const first = (Array.isArray(proto) ? proto[0] : proto)?.split(',')[0]?.trim().toLowerCase();
+  return first === undefined ? false : first === 'https';
+}
+
+const originOf = (value: string): string | undefined => {
+  try {
+    const origin = new URL(value).origin;
+    return origin === 'null' ? undefined : origin;
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * The WebSocket Origin rule. No Origin header (a non-browser client): allowed. Otherwise the
+ * Origin must be the gateway's own origin — the Host of the upgrade request with http (ws) or
+ * https (wss); when whether the request came over TLS is unknown (a plain connection, maybe
+ * behind a TLS-terminating proxy without TRUST_PROXY) either scheme — or the origin of
+ * PUBLIC_WS_ADDRESS, or one of ALLOWED_ORIGINS. Anything else, including `null` and a
+ * malformed Origin, is refused.
+ */
+export function originAllowed(
+  origin: string | undefined,
+  gateway: { host?: string; secure?: boolean; allowedOrigins: readonly string[]; publicWsAddress?: string },
+): boolean {
+  if (origin === undefined) return true;
+  const asked = originOf(origin);
+  if (!asked) return false;
+  const own: string[] = [];
+  if (gateway.host) {
+    const schemes = gateway.secure === undefined ? ['http', 'https'] : [gateway.secure ? 'https' : 'http'];
+    for (const scheme of schemes) {
+      const o = originOf(`${scheme}://${gateway.host}`);
+      if (o) own.push(o);
+    }
+  }
+  if (gateway.publicWsAddress) {
+    const o = originOf(gateway.publicWsAddress.replace(/^ws/i, 'http'));
+    if (o) own.push(o);
+  }
+  for (const entry of gateway.allowedOrigins) {
+    const o = originOf(entry);
+    if (o) own.push(o);
+  }
+  return own.includes(asked);
 }
 
 const SESSION_ID = /^[A-Za-z0-9_-]{16,128}$/;
