@@ -125,6 +125,12 @@ describe('graphql-ws protocol violations are closed with their codes', () => {
     ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'x'.repeat(MAX_WS_PAYLOAD_BYTES + 1) } }));
     expect((await closed).code).toBe(1009);
   });
+  it('a text frame that is not valid UTF-8 closes the socket (1007) and the gateway keeps serving', async () => {
+    const { ws, closed } = await ackedSocket();
+    ws.send(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), { binary: false });
+    expect((await closed).code).toBe(1007);
+    await ackedSocket();
+  });
 });
 
 describe('subscribe-rate limit per socket', () => {

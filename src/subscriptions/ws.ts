@@ -266,6 +266,17 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
     wss,
     KEEPALIVE_MS,
   );
+  // A bad frame from a client (over maxPayload: 1009, invalid UTF-8: 1007 …) is the client's
+  // fault and `ws` has already closed the socket with its code; graphql-ws would print each one
+  // with a stack to stderr (console.error), an unstructured line any client could repeat at will.
+  // Registered after useServer, so graphql-ws's listener exists and is replaced (a socket must
+  // keep an 'error' listener, or the error would crash the process).
+  wss.on('connection', (socket: WebSocket) => {
+    socket.removeAllListeners('error');
+    socket.on('error', (error: Error & { code?: string }) => {
+      deps.log.debug({ code: error.code, reason: error.message }, 'websocket client error');
+    });
+  });
 
   return {
     wss,
