@@ -68,7 +68,9 @@ type SocketContext = Context<Record<string, unknown>, Extra>;
  * `getEnveloped`. The identity is fixed at `connection_init` (appkey + agent `token` or visitor
  * `authorization`, or the Session cookie of the upgrade request); a bad one closes with 4403.
  * Agent sockets feed presence and close with 4401 when their Session ends; slow consumers are
- * closed with 1013; shutdown closes with 1001 (see close-codes.ts).
+ * closed with 1013; shutdown closes with 1001 (see close-codes.ts). An upgrade from a foreign
+ * browser Origin is refused with 403 (originAllowed); a socket sending more than SUBSCRIBE_RATE
+ * `subscribe` messages is closed with 4429.
  *
  * Performance note: graphql-ws executes the selection once per subscriber per event. Every
  * subscriber of a channel on this instance shares one hub in the bus, so a later optimisation
