@@ -30,7 +30,7 @@ import {
  */
 
 const quick = process.argv.includes('--quick');
-const WINDOW = { rounds: 3, seconds: quick ? 2 : 5, warmup: quick ? 1 : 2 };
+const WINDOW = { rounds: 3, seconds: quick ? 2 : 5, warmup: quick ? 1 : 5 };
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const INTERNAL_TOKEN = 'bench-internal-token-0123456789';
