@@ -40,7 +40,7 @@ export function securityHeaders(config: Config): RequestHandler {
     strictTransportSecurity: config.env === 'production',
   });
   const withoutCsp = helmet({ contentSecurityPolicy: false, strictTransportSecurity: config.env === 'production' });
-  const graphiql = config.env !== 'production';
+  const graphiql = config.env === 'development';
 
   // helmet's headers depend only on the socket origin, so each distinct set is computed once by
   // running helmet against a recording response, then copied onto every response: the headers

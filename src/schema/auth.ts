@@ -26,9 +26,12 @@ builder.mutationField('login', (t) =>
     description:
       'Agent login with username, password and the login captcha of the same Session (GET /agent/login/logincaptcha).',
     args: {
-      username: t.arg.string({ required: true }),
-      password: t.arg.string({ required: true }),
-      captcha: t.arg.string({ required: true }),
+      username: t.arg.string({ required: true, description: 'Agent user name (matched case-insensitively).' }),
+      password: t.arg.string({ required: true, description: 'Password.' }),
+      captcha: t.arg.string({
+        required: true,
+        description: 'Answer of the login graphic captcha fetched in the same Session.',
+      }),
       cid: t.arg.string({ description: 'Optional push identifier.' }),
     },
     resolve: (_root, args, ctx) =>
