@@ -65,7 +65,16 @@ function httpContext(deps: Deps, req: Request): GraphQLContext {
  */
 export function toGraphQLError(error: unknown, deps: Deps): GraphQLError {
   const original = error instanceof GraphQLError ? (error.originalError ?? undefined) : error;
-  if (error instanceof GraphQLError && !original) return error;
+  // graphql-js's own errors (parse, validation, variable coercion — possibly wrapping a scalar's
+  // GraphQLError) are about the client's request: kept, with BAD_USER_INPUT when they carry no code.
+  if (error instanceof GraphQLError && (!original || (original as Error).name === 'GraphQLError')) {
+    if (error.extensions?.code) return error;
+    return new GraphQLError(error.message, {
+      nodes: error.nodes,
+      path: error.path,
+      extensions: { ...error.extensions, code: 'BAD_USER_INPUT' },
+    });
+  }
   const domain = classifyError(original);
   if (!(original instanceof DomainError)) {
     deps.log.error(
