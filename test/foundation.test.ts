@@ -1,5 +1,8 @@
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { freePort } from './support/private-services.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
 describe('configuration', () => {
@@ -66,5 +69,43 @@ describe('health', () => {
     const res = await fetch(`${t.url}/nope`);
     expect(res.status).toBe(404);
     expect(await res.json()).toMatchObject({ code: 1404, data: [] });
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('SIGTERM stops the server process with exit code 0, closing its sockets with 1001', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        PGLITE_DIR: 'memory://',
+        DATABASE_URL: '',
+        REDIS_URL: '',
+        LOG_LEVEL: 'warn',
+      },
+      stdio: 'ignore',
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 30_000;
+      while (
+        !(await fetch(`http://127.0.0.1:${port}/healthz`)
+          .then((r) => r.ok)
+          .catch(() => false))
+      ) {
+        if (Date.now() > deadline) throw new Error('server did not start');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const socket = new WebSocket(`ws://127.0.0.1:${port}/graphql`, 'graphql-transport-ws');
+      await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+      const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+      child.kill('SIGTERM');
+      expect(await closed).toBe(1001);
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });
