@@ -3,7 +3,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CAPTCHA_TTL_SECONDS, type CaptchaPurpose, peekCaptchaAnswer } from '../src/resolvers/captcha.js';
 import { HttpClient } from './support/clients.js';
-import { startTestApp, type TestApp } from './support/test-app.js';
+import { startTestApp, type TestApp, withClockAhead } from './support/test-app.js';
 
 // Real, random captchas here (no CAPTCHA_TEST_ANSWER): a test reads the answer the server keeps
 // for a Session, the way a person reads the image.
@@ -42,15 +42,7 @@ const login = (client: HttpClient, captcha: string, username = 'alice', password
   });
 
 /** Runs `fn` with the domain clock moved `ms` forward. */
-async function later<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-  const realNow = t.app.deps.now;
-  t.app.deps.now = () => realNow() + ms;
-  try {
-    return await fn();
-  } finally {
-    t.app.deps.now = realNow;
-  }
-}
+const later = <T>(ms: number, fn: () => Promise<T>) => withClockAhead(t, ms, fn);
 
 describe('Captcha endpoints — GET /agent/login/logincaptcha and /agent/login/joincaptcha', () => {
   it.each(['logincaptcha', 'joincaptcha'])('%s answers a real JPEG, not cached, readable by a person', async (path) => {

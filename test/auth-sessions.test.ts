@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../src/auth/passwords.js';
 import { agents } from '../src/db/schema.js';
 import { agentSession, HttpClient, visitorToken } from './support/clients.js';
-import { CAPTCHA, freshStores, startTestApp, type TestApp } from './support/test-app.js';
+import { CAPTCHA, freshStores, startTestApp, type TestApp, withClockAhead } from './support/test-app.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -22,15 +22,7 @@ const workbench = (suffix = '', headers: Record<string, string> = {}) =>
   new HttpClient(t.url).json(`/agent/data/get${suffix}`, { headers });
 
 /** Runs `fn` with the domain clock moved `ms` forward. */
-async function later<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-  const realNow = t.app.deps.now;
-  t.app.deps.now = () => realNow() + ms;
-  try {
-    return await fn();
-  } finally {
-    t.app.deps.now = realNow;
-  }
-}
+const later = <T>(ms: number, fn: () => Promise<T>) => withClockAhead(t, ms, fn);
 
 const setAgent = (id: string, values: Partial<typeof agents.$inferInsert>) =>
   t.app.deps.db.update(agents).set(values).where(eq(agents.id, id));

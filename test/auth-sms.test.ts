@@ -6,7 +6,7 @@ import { createSmsDriver } from '../src/auth/sms-driver.js';
 import { createLogger } from '../src/log.js';
 import { SMS_CODE_TRIES, SMS_CODE_TTL_SECONDS } from '../src/resolvers/sms.js';
 import { HttpClient } from './support/clients.js';
-import { CAPTCHA, startTestApp, type TestApp } from './support/test-app.js';
+import { CAPTCHA, startTestApp, type TestApp, withClockAhead } from './support/test-app.js';
 
 /** A stand-in SMS gateway: records every message; numbers ending in 0500 make it fail. */
 interface SmsMessage {
@@ -126,15 +126,7 @@ function postOwnConnection(path: string, cookie: string, form: Record<string, st
 }
 
 /** Runs `fn` with the domain clock moved `ms` forward. */
-async function later<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-  const realNow = t.app.deps.now;
-  t.app.deps.now = () => realNow() + ms;
-  try {
-    return await fn();
-  } finally {
-    t.app.deps.now = realNow;
-  }
-}
+const later = <T>(ms: number, fn: () => Promise<T>) => withClockAhead(t, ms, fn);
 
 describe('SMS captcha — POST /agent/login/smscaptcha', () => {
   it('success answers {code:0, msg:"", data:[]} and hands {mobile, code, purpose} to the SMS gateway', async () => {

@@ -120,3 +120,14 @@ export async function startTestApp(opts: { env?: Record<string, string>; stores?
     },
   };
 }
+
+/** Runs `fn` with the app's domain clock (deps.now) moved `ms` forward. */
+export async function withClockAhead<T>(t: TestApp, ms: number, fn: () => Promise<T>): Promise<T> {
+  const realNow = t.app.deps.now;
+  t.app.deps.now = () => realNow() + ms;
+  try {
+    return await fn();
+  } finally {
+    t.app.deps.now = realNow;
+  }
+}
