@@ -101,6 +101,8 @@ export interface LoadResult {
   non2xx: number;
   /** Share of the window the server's core was busy (CPU seconds / wall seconds). */
   cpu: number;
+  /** The server's resident memory at the end of the window, in bytes. */
+  rss?: number;
 }
 
 export interface LoadSpec {
@@ -182,4 +184,5 @@ export const summarize = (runs: LoadResult[]) => ({
   p50: median(runs.map((r) => r.p50)),
   p99: median(runs.map((r) => r.p99)),
   cpu: median(runs.map((r) => r.cpu)),
+  rss: median(runs.map((r) => r.rss ?? 0)),
 });
