@@ -19,6 +19,14 @@ byId('logout').addEventListener('click', () => {
   logout();
 });
 
+let leaving = false;
+/** Navigates away once: several checks (an event, a socket close) may conclude at the same time. */
+function leaveTo(url) {
+  if (leaving) return;
+  leaving = true;
+  location.replace(url);
+}
+
 /**
  * Loads the workbench bootstrap. Not logged in → login page; ticket agent (403) → ticket
  * entry; a network failure is retried, it does not end the login.
@@ -33,13 +41,13 @@ async function load() {
     return;
   }
   const { status: http, body } = answer;
-  if (body.code === -1) return location.replace(LOGIN_PAGE);
-  if (http === 403) return location.replace(TICKET_ENTRY);
+  if (body.code === -1) return leaveTo(LOGIN_PAGE);
+  if (http === 403) return leaveTo(TICKET_ENTRY);
   if (body.code !== 0) {
     // A disabled account or a Session that no longer matches: show it and drop the local state.
     say(loadError, body.msg || 'The workbench could not be loaded.');
     clearState();
-    if (body.code === 1004) setTimeout(() => location.replace(LOGIN_PAGE), 1500);
+    if (body.code === 1004) setTimeout(() => leaveTo(LOGIN_PAGE), 1500);
     return;
   }
   say(loadError, '');
