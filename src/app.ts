@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
+import { bearerToken } from './http/request.js';
 import { createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
 import { countSockets, metricsRoutes, requestObservability } from './observability/http.js';
@@ -57,9 +58,17 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
   app.use('/visitor', bodies, visitorRoutes(deps));
   app.use('/internal', express.json({ limit: MAX_BODY }), internalRoutes(deps));
-  app.use('/graphql', sessions.middleware, express.json({ limit: MAX_BODY }), (req: Request, res: Response) => {
-    yoga.requestListener(req, res);
-  });
+  // A request with a visitor bearer token is a visitor (one identity per request): the agent
+  // Session layer is not run for it, which spares it creating and hashing an unused Session.
+  const agentSession = express.Router().use(sessions.middleware);
+  app.use(
+    '/graphql',
+    (req: Request, res: Response, next: NextFunction) => (bearerToken(req) ? next() : agentSession(req, res, next)),
+    express.json({ limit: MAX_BODY }),
+    (req: Request, res: Response) => {
+      yoga.requestListener(req, res);
+    },
+  );
   // Matched after the hot API paths, so those traverse as few layers as possible.
   app.use(healthRoutes(deps), metricsRoutes(deps), openApiRoutes(config));
   app.use(pageRoutes(deps));

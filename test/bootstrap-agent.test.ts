@@ -276,6 +276,19 @@ describe('Agent identity (login Session)', () => {
     const { token } = await visitorToken(t.url);
     const gql = await alice.client.graphql('{ agentWorkbench { agent { agentId } } }', undefined, bearer(token));
     expect(gql.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+    expect(gql.headers.get('set-cookie')).toBeNull();
+    // Nor can it log in or out: the agent Session riding along is left as it was.
+    for (const mutation of [
+      'mutation { login(username: "alice", password: "alice-password", captcha: "x") { token } }',
+      'mutation { logout }',
+    ]) {
+      const refused = await alice.client.graphql(mutation, undefined, bearer(token));
+      expect(refused.body.errors?.[0]).toMatchObject({
+        message: expect.stringContaining('without a visitor Authorization header'),
+        extensions: { code: 'BAD_USER_INPUT' },
+      });
+    }
+    expect((await workbench(alice.client)).body.code).toBe(0);
   });
 
   it('a ticket_agent (tom) gets HTTP 403 (code 1403) on the workbench, FORBIDDEN in GraphQL', async () => {

@@ -6,8 +6,14 @@ import type { GraphQLContext } from './builder.js';
 import { builder } from './builder.js';
 import { AgentRef } from './workbench.js';
 
-/** Login and logout change the HTTP Session (cookie): they cannot run over a socket. */
+/**
+ * Login and logout change the HTTP Session (cookie): they cannot run over a socket, nor in a
+ * request that identifies a visitor.
+ */
 function httpSession(ctx: GraphQLContext) {
+  if (ctx.identity === 'visitor') {
+    throw badInput('login and logout are agent operations: send them without a visitor Authorization header');
+  }
   if (!ctx.session) throw badInput('login and logout are HTTP-only operations: send them as POST /graphql');
   return ctx.session;
 }

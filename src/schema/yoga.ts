@@ -45,11 +45,12 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
  * visitor (agent fields answer UNAUTHENTICATED even if a Session cookie rides along).
  */
 function httpContext(deps: Deps, req: Request): GraphQLContext {
-  const session = requestSessionPort(req);
   const bearer = bearerToken(req);
+  // Visitor requests skip the Session middleware (app.ts): they have no agent Session.
+  const session = bearer ? undefined : requestSessionPort(req);
   return {
     deps,
-    agent: () => (bearer ? Promise.reject(notLoggedIn()) : requireAgent(deps, session)),
+    agent: () => (session ? requireAgent(deps, session) : Promise.reject(notLoggedIn())),
     visitor: () => requireVisitor(deps, bearer),
     visitorToken: bearer,
     session,

@@ -52,7 +52,7 @@ export class HttpClient {
   /** POSTs a GraphQL operation; `headers` may carry a token or bearer. */
   async graphql<T = any>(query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}) {
     const res = await this.request('/graphql', { method: 'POST', json: { query, variables }, headers });
-    return { status: res.status, body: (await res.json()) as { data?: T; errors?: any[] } };
+    return { status: res.status, headers: res.headers, body: (await res.json()) as { data?: T; errors?: any[] } };
   }
 
   async captcha(kind: 'login' | 'join' = 'login') {
