@@ -129,10 +129,28 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   SESSION_SECRET: 'bench-session-secret-0123456789abcdef0123',
   ...extra,
 });
+const probeFile = (name: string, kind: 'elu' | 'heap') => `/tmp/parley-${kind}-${stamp}-${name}.json`;
 const withProbe = (name: string) => ({
-  BENCH_ELU_FILE: `/tmp/parley-elu-${stamp}-${name}.json`,
-  NODE_OPTIONS: '--import ./bench/elu-probe.mjs',
+  BENCH_ELU_FILE: probeFile(name, 'elu'),
+  BENCH_HEAP_FILE: probeFile(name, 'heap'),
+  NODE_OPTIONS: '--expose-gc --import ./bench/elu-probe.mjs',
 });
+
+/** Live memory (V8 heap + external buffers) of a probed server right after a full collection. */
+async function liveMemory(proc: Proc, name: string): Promise<number> {
+  const asked = Date.now();
+  process.kill(proc.child.pid as number, 'SIGUSR2');
+  for (let attempt = 0; attempt < 50; attempt++) {
+    await sleep(100);
+    try {
+      const m = JSON.parse(readFileSync(probeFile(name, 'heap'), 'utf8'));
+      if (m.at >= asked) return m.heapUsed + m.external;
+    } catch {
+      // not written yet
+    }
+  }
+  throw new Error(`${name}: the heap probe did not answer`);
+}
 
 async function login(base: string, username: string): Promise<string> {
   const captcha = await fetch(`${base}/agent/login/logincaptcha`);
@@ -196,7 +214,7 @@ async function main() {
   const floor = await startPinned('bench/floors.ts', { ...serverEnv(), ...withProbe('floor') });
   const procs: Proc[] = [gateway, floor];
   try {
-    const eluFile = (p: Proc) => `/tmp/parley-elu-${stamp}-${p === gateway ? 'gateway' : 'floor'}.json`;
+    const eluFile = (p: Proc) => probeFile(p === gateway ? 'gateway' : 'floor', 'elu');
     const measured =
       (proc: Proc, spec: Omit<Parameters<typeof load>[0], 'seconds' | 'pid'>) => async (seconds: number) => {
         const before = eluOf(eluFile(proc));
@@ -353,7 +371,7 @@ async function main() {
 
 // ---------------------------------------------------------------- fan-out
 async function fanout(gateway: Proc, aliceToken: string) {
-  const wsFloor = await startPinned('bench/ws-floor.ts', serverEnv());
+  const wsFloor = await startPinned('bench/ws-floor.ts', { ...serverEnv(), ...withProbe('ws-floor') });
   const second = await startPinned('src/main.ts', serverEnv());
   try {
     const publish = (base: string, t: number, n: number) =>
@@ -417,6 +435,7 @@ async function fanout(gateway: Proc, aliceToken: string) {
     > = {};
     for (const count of quick ? [100, 500] : [100, 2000]) {
       const rssBefore = gateway.rss();
+      const heapBefore = await liveMemory(gateway, 'gateway');
       const gwSubs = await connectSubscribers({
         wsUrl: `${gateway.url.replace('http', 'ws')}/graphql`,
         count,
@@ -424,9 +443,12 @@ async function fanout(gateway: Proc, aliceToken: string) {
       });
       await ready(gateway.url, [gwSubs], count);
       await sleep(1000);
-      const memPerSub = (gateway.rss() - rssBefore) / count;
+      const memPerSub = ((await liveMemory(gateway, 'gateway')) - heapBefore) / count;
+      const rssPerSub = (gateway.rss() - rssBefore) / count;
+      const floorHeapBefore = await liveMemory(wsFloor, 'ws-floor');
       const floorSubs = await connectSubscribers({ wsUrl: wsFloor.url.replace('http', 'ws'), count });
       await ready(wsFloor.url, [floorSubs], count);
+      const floorMemPerSub = ((await liveMemory(wsFloor, 'ws-floor')) - floorHeapBefore) / count;
       const gw: number[] = [];
       const fl: number[] = [];
       for (let round = 0; round < 3; round++) {
@@ -449,8 +471,8 @@ async function fanout(gateway: Proc, aliceToken: string) {
         '≥ 0.5×; p99 ≤ 50 ms; ≤ 40 kB/idle sub',
         met ? 'met' : '**not met**',
         `steady p50/p99 ${steadyGw.p50} / ${steadyGw.p99} ms`,
-        `steady p99 ${steadyFloor.p99} ms`,
-        `${fmt(memPerSub / 1024, 1)} kB per idle subscriber`,
+        `steady p99 ${steadyFloor.p99} ms; ${fmt(floorMemPerSub / 1024, 1)} kB live heap per idle socket`,
+        `${fmt(memPerSub / 1024, 1)} kB live heap per idle subscriber (RSS ${rssPerSub < 0 ? '' : '+'}${fmt(rssPerSub / 1024, 1)} kB)`,
       ]);
       log(
         `6 fan-out ${count}: ${fmt(median(gw))} vs ${fmt(median(fl))} deliveries/s → ${fmt(ratio, 2)}×, p99 ${steadyGw.p99} ms, ${fmt(memPerSub / 1024, 1)} kB/sub`,
