@@ -105,23 +105,78 @@ const endsSession = (event: ChannelEvent, viewer: AgentViewer) =>
   event.event === SESSION_ENDED &&
   ((event.data as { sessions?: string[] }).sessions ?? []).includes(sessionFingerprint(viewer.session.id));
 
+/** Someone waiting for the end of one Session. */
+interface SessionEndWaiter {
+  viewer: AgentViewer;
+  settle(event: ChannelEvent | undefined): void;
+}
+
+/** One bus subscription to an agent channel, shared by everyone on this instance waiting for a Session end there. */
+interface AgentChannelWatch {
+  waiters: Set<SessionEndWaiter>;
+  stop: AbortController;
+}
+
+const sessionEndWatches = new WeakMap<Deps['bus'], Map<string, AgentChannelWatch>>();
+
 /**
  * Resolves with the `session.ended` event of the viewer's Session, or undefined when `signal`
- * aborts first. Transports use it to close a connection whose Session ended.
+ * aborts first (or the watch fails). Transports use it to close a connection whose Session
+ * ended; every agent socket and channel subscription waits on one, so the waits on an agent
+ * channel share one bus subscription per instance instead of costing one each.
  */
-export async function watchSessionEnd(
+export function watchSessionEnd(
   deps: Deps,
   viewer: AgentViewer,
   signal: AbortSignal,
 ): Promise<ChannelEvent | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  let watches = sessionEndWatches.get(deps.bus);
+  if (!watches) {
+    watches = new Map();
+    sessionEndWatches.set(deps.bus, watches);
+  }
+  const channel = agentChannel(viewer.agentId);
+  let watch = watches.get(channel);
+  if (!watch) {
+    const started: AgentChannelWatch = { waiters: new Set(), stop: new AbortController() };
+    watches.set(channel, started);
+    void followAgentChannel(deps, channel, started).finally(() => {
+      if (watches.get(channel) === started) watches.delete(channel);
+      for (const waiter of started.waiters) waiter.settle(undefined);
+    });
+    watch = started;
+  }
+  const shared = watch;
+  return new Promise((resolve) => {
+    const onAbort = () => waiter.settle(undefined);
+    const waiter: SessionEndWaiter = {
+      viewer,
+      settle(event) {
+        signal.removeEventListener('abort', onAbort);
+        shared.waiters.delete(waiter);
+        if (shared.waiters.size === 0) {
+          // The last one left: nobody else can join this watch any more.
+          if (watches.get(channel) === shared) watches.delete(channel);
+          shared.stop.abort();
+        }
+        resolve(event);
+      },
+    };
+    shared.waiters.add(waiter);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+async function followAgentChannel(deps: Deps, channel: string, watch: AgentChannelWatch) {
   try {
-    for await (const event of deps.bus.subscribe(agentChannel(viewer.agentId), { signal })) {
-      if (endsSession(event, viewer)) return event;
+    for await (const event of deps.bus.subscribe(channel, { signal: watch.stop.signal })) {
+      if (event.event !== SESSION_ENDED) continue;
+      for (const waiter of watch.waiters) if (endsSession(event, waiter.viewer)) waiter.settle(event);
     }
   } catch (error) {
     deps.log.warn({ err: (error as Error).message }, 'session watch stopped');
   }
-  return undefined;
 }
 
 /**

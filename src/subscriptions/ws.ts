@@ -72,10 +72,10 @@ type SocketContext = Context<Record<string, unknown>, Extra>;
  * browser Origin is refused with 403 (originAllowed); a socket sending more than SUBSCRIBE_RATE
  * `subscribe` messages is closed with 4429.
  *
- * Performance note: graphql-ws executes the selection once per subscriber per event. Every
- * subscriber of a channel on this instance shares one hub in the bus, so a later optimisation
- * can execute once per (channel, document, variables) there and send the same serialized frame
- * to each socket (e.g. by grouping in `onOperation` and writing frames in `onNext`).
+ * Fan-out cost: a `channel` event is executed once per (document, variables) on the instance
+ * (schema/shared-results.ts) and the Session-end watches of an agent's sockets share one bus
+ * subscription (watchSessionEnd); what remains per subscriber is its iterator chain and
+ * graphql-ws serializing its `next` message (BENCHMARKS.md).
  */
 export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessions: SessionLayer) {
   const wss = new WebSocketServer({
