@@ -189,7 +189,8 @@ const server = createServer(async (req, res) => {
       return sendJson(res, 200, { code: ok ? 0 : 1002, msg: 'ok', data: [] });
     }
     if (path === '/captcha') {
-      const { jpeg } = await renderCaptcha();
+      // The same text as the gateway's (CAPTCHA_TEST_ANSWER): the same glyphs to draw.
+      const { jpeg } = await renderCaptcha(env.CAPTCHA_TEST_ANSWER);
       res.writeHead(200, { 'content-type': 'image/jpeg', 'cache-control': 'no-store' });
       return res.end(jpeg);
     }

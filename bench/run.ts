@@ -34,7 +34,8 @@ const WINDOW = { rounds: 3, seconds: quick ? 2 : 5, warmup: quick ? 1 : 5 };
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const INTERNAL_TOKEN = 'bench-internal-token-0123456789';
-const CAPTCHA = 'bench';
+// Four characters, as the captchas people are shown (the image size follows the text).
+const CAPTCHA = 'bxmr';
 const stamp = Date.now().toString(36);
 const dbName = `parley_bench_${stamp}`;
 const dbUrl = Object.assign(new URL(ADMIN_URL), { pathname: `/${dbName}` }).toString();
