@@ -183,6 +183,30 @@ describe('real-time connection and channel authorization', () => {
   });
 });
 
+describe('operations that need HTTP', () => {
+  it('login and logout are refused over a socket, agent or visitor, and the Session stays', async () => {
+    const alice = await agent(t, 'alice');
+    const me = await visitor(t);
+    for (const socket of [agentSocket(t, alice.token), visitorSocket(t, me.token)]) {
+      await socket.acked;
+      for (const query of [
+        'mutation { logout }',
+        'mutation { login(username: "alice", password: "alice-password", captcha: "x") { token } }',
+      ]) {
+        const results = [];
+        for await (const result of socket.client.iterate({ query })) results.push(result);
+        expect(results).toHaveLength(1);
+        expect(results[0]?.errors?.[0]).toMatchObject({
+          message: expect.stringContaining('HTTP-only operations'),
+          extensions: { code: 'BAD_USER_INPUT' },
+        });
+      }
+    }
+    const { body } = await alice.client.graphql('{ currentAgent { agentId } }');
+    expect(body.data?.currentAgent.agentId).toBe(alice.agentId);
+  });
+});
+
 describe('POST /internal/events', () => {
   it('publishes {channel, event, data} and answers 202 with the event id', async () => {
     const me = await visitor(t);

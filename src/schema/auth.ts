@@ -7,11 +7,11 @@ import { builder } from './builder.js';
 import { AgentRef } from './workbench.js';
 
 /**
- * Login and logout change the HTTP Session (cookie): they cannot run over a socket, nor in a
- * request that identifies a visitor.
+ * Login and logout change the HTTP Session (cookie): they cannot run over a socket, nor in an
+ * HTTP request that identifies a visitor by its bearer token.
  */
 function httpSession(ctx: GraphQLContext) {
-  if (ctx.identity === 'visitor') {
+  if (ctx.visitorToken) {
     throw badInput('login and logout are agent operations: send them without a visitor Authorization header');
   }
   if (!ctx.session) throw badInput('login and logout are HTTP-only operations: send them as POST /graphql');
