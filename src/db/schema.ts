@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import {
   bigint,
+  bigserial,
   boolean,
   index,
   integer,
@@ -55,6 +56,12 @@ export const merchants = pgTable('merchants', {
    * instance can tell its copy is stale. Unused today: nothing caches merchant settings (README).
    */
   settingsVersion: integer('settings_version').notNull().default(1),
+  /** Concurrent active conversations an agent takes by default (an agent may override it). */
+  maxConcurrentChats: integer('max_concurrent_chats').notNull().default(5),
+  /** An open conversation with no message for this long is closed (0: never). */
+  idleCloseMinutes: integer('idle_close_minutes').notNull().default(30),
+  /** Bytes of attachments the merchant may keep. */
+  storageQuotaBytes: bigint('storage_quota_bytes', { mode: 'number' }).notNull().default(10737418240),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 
@@ -95,6 +102,10 @@ export const agents = pgTable(
     /** State chosen by the agent (`busy`, `away`); null means "computed from connections". */
     manualState: text('manual_state'),
     disabled: boolean('disabled').notNull().default(false),
+    /** Overrides the merchant's `max_concurrent_chats` for this agent; null: the merchant's. */
+    maxConcurrentChats: integer('max_concurrent_chats'),
+    /** When a conversation was last assigned to it: ties in routing go to who waited longest. */
+    lastAssignedAt: timestamp('last_assigned_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [uniqueIndex('agents_username_ci').on(sql`lower(${t.username})`), index('agents_merchant').on(t.merchantId)],
@@ -167,7 +178,18 @@ export const visitorTokens = pgTable(
   (t) => [index('visitor_tokens_visitor').on(t.visitorId)],
 );
 
-/** Ongoing conversations: the `chatting` entries of an agent's workbench. */
+/** Conversation lifecycle: waiting for an agent, with an agent, history. */
+export type ConversationState = 'queued' | 'active' | 'closed';
+/** Who wrote a message; `system` messages record assignment, transfer, closing and rating. */
+export type SenderType = 'visitor' | 'agent' | 'system';
+export type AttachmentKind = 'image' | 'file' | 'video' | 'voice';
+
+/**
+ * Conversations between a visitor and the merchant's agents. At most one open (queued or
+ * active) per visitor and merchant, enforced by a partial unique index; every state change is
+ * a compare-and-set on `state` and `version`. `last_seq` hands out message sequence numbers in
+ * the transaction that stores the message (the row lock orders concurrent senders).
+ */
 export const conversations = pgTable(
   'conversations',
   {
@@ -175,31 +197,135 @@ export const conversations = pgTable(
     merchantId: text('merchant_id')
       .notNull()
       .references(() => merchants.id, { onDelete: 'cascade' }),
-    agentId: text('agent_id')
-      .notNull()
-      .references(() => agents.id, { onDelete: 'cascade' }),
+    /** The assigned agent; null while queued (and kept on a closed conversation for history). */
+    agentId: text('agent_id').references(() => agents.id, { onDelete: 'set null' }),
     visitorId: text('visitor_id')
       .notNull()
       .references(() => visitors.id, { onDelete: 'cascade' }),
-    /** Unix seconds of the last activity. */
+    /** The group whose queue it waits in (null: the merchant's default group). */
+    groupId: text('group_id').references(() => agentGroups.id, { onDelete: 'set null' }),
+    state: text('state').$type<ConversationState>().notNull().default('queued'),
+    /** Bumped by every transition: the compare-and-set token. */
+    version: integer('version').notNull().default(1),
+    /** The seq of the newest message (0: none yet). */
+    lastSeq: integer('last_seq').notNull().default(0),
+    /** The last seq each side has read; unread counts derive from them. */
+    visitorReadSeq: integer('visitor_read_seq').notNull().default(0),
+    agentReadSeq: integer('agent_read_seq').notNull().default(0),
+    /** Unix seconds of the last activity (the `chatting` entry's timestamp). */
     timestamp: bigint('timestamp', { mode: 'number' }).notNull(),
     /** Unix seconds when pinned; 0 when not pinned. */
     pinnedAt: bigint('pinned_at', { mode: 'number' }).notNull().default(0),
-    unreadCount: integer('unread_count').notNull().default(0),
     bot: integer('bot').notNull().default(0),
     accountState: text('account_state').notNull().default('normal'),
     historyOnlyMine: boolean('history_only_mine').notNull().default(false),
-    /** Summary of the last message(s); the element shape is not fixed by the spec. */
+    /** Summary of the last message, updated with it (the `chatting` entry's items). */
     items: jsonb('items').$type<unknown[]>().notNull().default([]),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    /** When it (re-)entered the queue: the queue drains oldest first by this. */
+    queuedAt: timestamp('queued_at', { withTimezone: true }).notNull().defaultNow(),
+    assignedAt: timestamp('assigned_at', { withTimezone: true }),
     closedAt: timestamp('closed_at', { withTimezone: true }),
+    /** `visitor`, `agent` or `idle`. */
+    closedBy: text('closed_by'),
+    ratingScore: integer('rating_score'),
+    ratingResolved: boolean('rating_resolved'),
+    ratingComment: text('rating_comment'),
+    ratedAt: timestamp('rated_at', { withTimezone: true }),
   },
   (t) => [
-    // One ongoing conversation per agent and visitor.
-    uniqueIndex('conversations_open_pair').on(t.agentId, t.visitorId).where(sql`${t.closedAt} is null`),
-    index('conversations_agent_open').on(t.agentId, t.merchantId).where(sql`${t.closedAt} is null`),
+    // One open conversation per visitor and merchant: the database decides, not a read-then-write.
+    uniqueIndex('conversations_one_open').on(t.merchantId, t.visitorId).where(sql`${t.state} <> 'closed'`),
+    index('conversations_queue').on(t.merchantId, t.queuedAt).where(sql`${t.state} = 'queued'`),
+    index('conversations_agent_active').on(t.agentId).where(sql`${t.state} = 'active'`),
+    index('conversations_visitor').on(t.visitorId, t.createdAt),
   ],
+);
+
+/** Uploaded files; referenced by messages of type image, file, video and voice. */
+export const attachments = pgTable(
+  'attachments',
+  {
+    id: text('id').primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    /** `visitor` or `agent`, and its id: only the uploader may send it. */
+    uploaderType: text('uploader_type').$type<'visitor' | 'agent'>().notNull(),
+    uploaderId: text('uploader_id').notNull(),
+    kind: text('kind').$type<AttachmentKind>().notNull(),
+    /** Decided from the bytes, never from the name or the client's Content-Type. */
+    mime: text('mime').notNull(),
+    size: bigint('size', { mode: 'number' }).notNull(),
+    /** The original file name, sanitised; shown to people only. */
+    name: text('name').notNull(),
+    storageKey: text('storage_key').notNull(),
+    thumbnailKey: text('thumbnail_key'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    /** Set when a message references it; unreferenced uploads are removed after a while. */
+    referencedAt: timestamp('referenced_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('attachments_merchant').on(t.merchantId),
+    index('attachments_unreferenced').on(t.createdAt).where(sql`${t.referencedAt} is null`),
+  ],
+);
+
+/** Messages of a conversation, ordered by `seq` (1, 2, 3… without holes), never by time. */
+export const messages = pgTable(
+  'messages',
+  {
+    id: text('id').primaryKey(),
+    conversationId: text('conversation_id')
+      .notNull()
+      .references(() => conversations.id, { onDelete: 'cascade' }),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    visitorId: text('visitor_id')
+      .notNull()
+      .references(() => visitors.id, { onDelete: 'cascade' }),
+    seq: integer('seq').notNull(),
+    senderType: text('sender_type').$type<SenderType>().notNull(),
+    /** The visitor uid or agent id; empty for system messages. */
+    senderId: text('sender_id').notNull().default(''),
+    /** The sender's idempotency key: a retried send returns the stored row. Null for system messages. */
+    clientMsgId: text('client_msg_id'),
+    /** `text`, `image`, `file`, `voice`, `video` or `system`. */
+    type: text('type').notNull(),
+    content: text('content').notNull().default(''),
+    attachmentId: text('attachment_id').references(() => attachments.id, { onDelete: 'set null' }),
+    /** Structured detail of a system message (who was assigned, the rating…). */
+    meta: jsonb('meta').$type<Record<string, unknown>>(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    recalledAt: timestamp('recalled_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('messages_conversation_seq').on(t.conversationId, t.seq),
+    uniqueIndex('messages_client_msg_id').on(t.conversationId, t.senderType, t.senderId, t.clientMsgId),
+    index('messages_visitor').on(t.visitorId, t.createdAt),
+  ],
+);
+
+/**
+ * Events committed with the rows they describe and published after the commit; whatever a
+ * crash left here is published by any instance's drain (see src/resolvers/outbox.ts).
+ */
+export const eventOutbox = pgTable(
+  'event_outbox',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    channel: text('channel').notNull(),
+    event: text('event').notNull(),
+    data: jsonb('data').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('event_outbox_created').on(t.createdAt)],
 );
 
 export type Merchant = typeof merchants.$inferSelect;
 export type Agent = typeof agents.$inferSelect;
 export type Visitor = typeof visitors.$inferSelect;
+export type Conversation = typeof conversations.$inferSelect;
+export type Message = typeof messages.$inferSelect;
+export type Attachment = typeof attachments.$inferSelect;

@@ -170,7 +170,8 @@ export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
         visitorId: v.id,
         timestamp: nowSeconds - v.ago,
         pinnedAt: v.pinnedAt,
-        unreadCount: v.unread,
+        state: 'active',
+        lastSeq: v.unread,
         items: [
           { type: 'text', content: v.unread ? 'Is my order shipped yet?' : 'Thanks, that helps!', from: 'visitor' },
         ],

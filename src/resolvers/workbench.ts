@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, isNull, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import { preparedQuery } from '../db/prepared.js';
 import { type Agent, agentGroups, conversations, merchants, visitors, type WorkbenchExtensions } from '../db/schema.js';
 import type { Deps } from '../deps.js';
@@ -71,7 +71,7 @@ const openConversationsOf = preparedQuery((db) =>
       and(
         eq(conversations.agentId, sql.placeholder('agentId')),
         eq(conversations.merchantId, sql.placeholder('merchantId')),
-        isNull(conversations.closedAt),
+        eq(conversations.state, 'active'),
       ),
     )
     .orderBy(desc(conversations.pinnedAt), desc(conversations.timestamp))
@@ -103,7 +103,7 @@ export async function loadWorkbench(deps: Deps, viewer: AgentViewer, opts: { wsA
       type: 'visitor',
       timestamp: c.timestamp,
       pinnedAt: c.pinnedAt,
-      unreadCount: c.unreadCount,
+      unreadCount: c.lastSeq - c.agentReadSeq,
       bot: c.bot,
       accountState: c.accountState,
       historyOnlyMine: c.historyOnlyMine,
