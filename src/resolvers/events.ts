@@ -1,12 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Deps } from '../deps.js';
+import { type EventData, type EventName, toWire } from './event-catalog.js';
 
 /** Channel names of the spec: `agent-{agent_id}` and `global-{bid}`; a visitor's is generated. */
 export const agentChannel = (agentId: string) => `agent-${agentId}`;
 export const globalChannel = (bid: string) => `global-${bid}`;
 
 /** The final event of an agent's subscriptions when its Session ends (see README "Real-time"). */
-export const SESSION_ENDED = 'session.ended';
+export const SESSION_ENDED = 'session.ended' satisfies EventName;
 
 /**
  * A short public fingerprint of a Session ID: lets a `session.ended` event name the Session it
@@ -15,14 +16,27 @@ export const SESSION_ENDED = 'session.ended';
 export const sessionFingerprint = (sessionId: string) =>
   createHash('sha256').update(sessionId).digest('base64url').slice(0, 16);
 
-/** Publishes a gateway event on the merchant's `global-{bid}` channel; a failure is logged, not thrown. */
-export async function publishAgentEvent(deps: Deps, merchant: { bid: string }, event: string, data: object) {
-  await publishQuietly(deps, globalChannel(merchant.bid), event, data);
+/**
+ * Publishes a catalogued event on `channel`, its payload mapped to the wire shape by the
+ * catalog; throws when the bus is unavailable.
+ */
+export function publish<N extends EventName>(deps: Deps, channel: string, name: N, data: EventData<N>) {
+  return deps.bus.publish(channel, name, toWire(name, data));
+}
+
+/** As `publish`, for events that must not fail the operation: a failure is counted and logged. */
+export async function publishQuietly<N extends EventName>(deps: Deps, channel: string, name: N, data: EventData<N>) {
+  try {
+    await publish(deps, channel, name, data);
+  } catch (error) {
+    deps.metrics.eventDropped('publish_failed');
+    deps.log.warn({ channel, event: name, err: (error as Error).message }, 'event not published');
+  }
 }
 
 /** An agent's presence changed (see presence.ts); published once per change on `global-{bid}`. */
 export async function publishAgentState(deps: Deps, bid: string, agentId: string, state: string, reason: string) {
-  await publishQuietly(deps, globalChannel(bid), 'agent.state', { agent_id: agentId, state, reason });
+  await publishQuietly(deps, globalChannel(bid), 'agent.state', { agentId, state, reason });
 }
 
 /** The agent's Session(s) ended: subscribers under those Sessions stop and log in again. */
@@ -31,13 +45,4 @@ export async function publishSessionEnded(deps: Deps, agentId: string, sessionId
     reason,
     sessions: sessionIds.map(sessionFingerprint),
   });
-}
-
-async function publishQuietly(deps: Deps, channel: string, event: string, data: object) {
-  try {
-    await deps.bus.publish(channel, event, data);
-  } catch (error) {
-    deps.metrics.eventDropped('publish_failed');
-    deps.log.warn({ channel, event, err: (error as Error).message }, 'event not published');
-  }
 }

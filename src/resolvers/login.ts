@@ -4,7 +4,7 @@ import { agents, merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
 import { consumeCaptcha } from './captcha.js';
-import { publishAgentEvent } from './events.js';
+import { globalChannel, publishQuietly } from './events.js';
 import { agentSessionsKey, type SessionPort } from './session.js';
 import { endSession, TICKET_AGENT } from './viewer.js';
 
@@ -91,7 +91,7 @@ export async function login(
   if (input.cid) session.state.cid = input.cid;
   await session.save();
   await deps.kv.addToSet(agentSessionsKey(agent.id), session.id, deps.config.sessionAbsoluteTtlSeconds);
-  await publishAgentEvent(deps, { bid }, 'agent.login', { agent_id: agent.id, nickname: agent.nickname });
+  await publishQuietly(deps, globalChannel(bid), 'agent.login', { agentId: agent.id, nickname: agent.nickname });
 
   return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
 }
@@ -107,5 +107,5 @@ export async function logout(deps: Deps, session: SessionPort): Promise<void> {
     throw notLoggedIn();
   }
   await endSession(deps, session, identity.agentId, 'logout');
-  await publishAgentEvent(deps, identity, 'agent.logout', { agent_id: identity.agentId });
+  await publishQuietly(deps, globalChannel(identity.bid), 'agent.logout', { agentId: identity.agentId });
 }

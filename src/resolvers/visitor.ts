@@ -5,7 +5,7 @@ import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTo
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
-import { publishAgentEvent } from './events.js';
+import { globalChannel, publishQuietly } from './events.js';
 import { findMerchantByAppkey, isEditable, type UploadLimits, uploadLimitsOf } from './merchant.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
 
@@ -90,7 +90,10 @@ export async function loadVisitorBootstrap(
   const { visitor, merchant } = row;
   const s = merchant.switches;
 
-  void publishAgentEvent(deps, merchant, 'visitor.online', { uid: visitor.id, nickname: visitor.nickname });
+  void publishQuietly(deps, globalChannel(merchant.bid), 'visitor.online', {
+    uid: visitor.id,
+    nickname: visitor.nickname,
+  });
 
   return {
     visitor: {

@@ -1,0 +1,334 @@
+import { z } from 'zod';
+
+/**
+ * Every event the gateway publishes, declared once: where it goes, what it means, its wire
+ * payload (snake_case, like the REST it sits beside) and the mapping from the domain's
+ * camelCase. `publish` (events.ts) is typed by it, the GraphQL description of `channel` and
+ * the README's event table are checked against it, and POST /internal/events may not use these
+ * names. Events a channel itself produces (`subscribed`, `history.gap`) are declared too, with
+ * `origin: 'bus'`.
+ */
+
+/** Which channel carries an event: `global-{bid}`, `agent-{agent_id}` or the visitor's own. */
+export type Audience = 'global' | 'agent' | 'visitor';
+
+export interface EventDeclaration<Domain, Wire> {
+  audiences: readonly Audience[];
+  description: string;
+  /** The payload subscribers receive. */
+  payload: z.ZodType<Wire>;
+  /** The one mapping from the domain's shape to the wire shape. */
+  toWire: (data: Domain) => Wire;
+  /** `gateway`: published by the domain; `bus`: produced by the channel itself. */
+  origin?: 'gateway' | 'bus';
+}
+
+const declare = <Domain, Wire>(d: EventDeclaration<Domain, Wire>) => d;
+const same = <T>(data: T) => data;
+
+// ---- shared wire shapes ------------------------------------------------------------------
+
+/** An attachment as messages carry it: the url is signed and expires (see README "Attachments"). */
+export const attachmentWire = z
+  .object({
+    attachment_id: z.string(),
+    kind: z.enum(['image', 'file', 'video', 'voice']),
+    mime: z.string(),
+    size: z.number().int(),
+    name: z.string(),
+    url: z.string(),
+    thumbnail_url: z.string().nullable(),
+  })
+  .strict();
+
+export interface AttachmentView {
+  attachmentId: string;
+  kind: 'image' | 'file' | 'video' | 'voice';
+  mime: string;
+  size: number;
+  name: string;
+  url: string;
+  thumbnailUrl: string | null;
+}
+
+export const toAttachmentWire = (a: AttachmentView): z.infer<typeof attachmentWire> => ({
+  attachment_id: a.attachmentId,
+  kind: a.kind,
+  mime: a.mime,
+  size: a.size,
+  name: a.name,
+  url: a.url,
+  thumbnail_url: a.thumbnailUrl,
+});
+
+/** A stored message: the answer of message/send, the rows of message/list, the `message.created` payload. */
+export const messageWire = z
+  .object({
+    id: z.string(),
+    conversation_id: z.string(),
+    visitor_id: z.string(),
+    seq: z.number().int().positive(),
+    sender_type: z.enum(['visitor', 'agent', 'system']),
+    sender_id: z.string(),
+    client_msg_id: z.string().nullable(),
+    type: z.enum(['text', 'image', 'file', 'voice', 'video', 'system']),
+    content: z.string(),
+    attachment: attachmentWire.nullable(),
+    meta: z.record(z.string(), z.unknown()).nullable(),
+    /** Unix milliseconds. */
+    created_at: z.number().int(),
+    recalled: z.boolean(),
+  })
+  .strict();
+
+export interface MessageView {
+  id: string;
+  conversationId: string;
+  visitorId: string;
+  seq: number;
+  senderType: 'visitor' | 'agent' | 'system';
+  senderId: string;
+  clientMsgId: string | null;
+  type: 'text' | 'image' | 'file' | 'voice' | 'video' | 'system';
+  content: string;
+  attachment: AttachmentView | null;
+  meta: Record<string, unknown> | null;
+  createdAt: number;
+  recalled: boolean;
+}
+
+export const toMessageWire = (m: MessageView): z.infer<typeof messageWire> => ({
+  id: m.id,
+  conversation_id: m.conversationId,
+  visitor_id: m.visitorId,
+  seq: m.seq,
+  sender_type: m.senderType,
+  sender_id: m.senderId,
+  client_msg_id: m.clientMsgId,
+  type: m.type,
+  content: m.content,
+  attachment: m.attachment && toAttachmentWire(m.attachment),
+  meta: m.meta,
+  created_at: m.createdAt,
+  recalled: m.recalled,
+});
+
+/** The public face of an agent in chat events and answers. */
+export const agentBriefWire = z.object({ agent_id: z.string(), nickname: z.string(), avatar: z.string() }).strict();
+export interface AgentBrief {
+  agentId: string;
+  nickname: string;
+  avatar: string;
+}
+export const toAgentBriefWire = (a: AgentBrief) => ({ agent_id: a.agentId, nickname: a.nickname, avatar: a.avatar });
+
+/** What every conversation event says about its conversation. */
+const conversationRef = {
+  conversation_id: z.string(),
+  visitor_id: z.string(),
+  state: z.enum(['queued', 'active', 'closed']),
+};
+interface ConversationRef {
+  conversationId: string;
+  visitorId: string;
+  state: 'queued' | 'active' | 'closed';
+}
+const toConversationRef = (c: ConversationRef) => ({
+  conversation_id: c.conversationId,
+  visitor_id: c.visitorId,
+  state: c.state,
+});
+
+// ---- the catalog -------------------------------------------------------------------------
+
+export const eventCatalog = {
+  'agent.login': declare({
+    audiences: ['global'],
+    description: 'An agent of the merchant logged in.',
+    payload: z.object({ agent_id: z.string(), nickname: z.string() }).strict(),
+    toWire: (d: { agentId: string; nickname: string }) => ({ agent_id: d.agentId, nickname: d.nickname }),
+  }),
+  'agent.logout': declare({
+    audiences: ['global'],
+    description: 'An agent logged out (one of its Sessions ended by logout).',
+    payload: z.object({ agent_id: z.string() }).strict(),
+    toWire: (d: { agentId: string }) => ({ agent_id: d.agentId }),
+  }),
+  'agent.state': declare({
+    audiences: ['global'],
+    description:
+      'An agent’s state changed (`online`, `offline`, `busy`, `away`); `reason` is `connected`, `disconnected` or `manual`.',
+    payload: z.object({ agent_id: z.string(), state: z.string(), reason: z.string() }).strict(),
+    toWire: (d: { agentId: string; state: string; reason: string }) => ({
+      agent_id: d.agentId,
+      state: d.state,
+      reason: d.reason,
+    }),
+  }),
+  'session.ended': declare({
+    audiences: ['agent', 'global'],
+    description:
+      'An agent Session ended (logout, disable, expiry): the last event of the subscriptions under it. `sessions` are public fingerprints of the Session IDs.',
+    payload: z.object({ reason: z.string(), sessions: z.array(z.string()) }).strict(),
+    toWire: same<{ reason: string; sessions: string[] }>,
+  }),
+  'visitor.online': declare({
+    audiences: ['global'],
+    description: 'A visitor opened the chat (its bootstrap), at most once per visitor per interval.',
+    payload: z.object({ uid: z.string(), nickname: z.string() }).strict(),
+    toWire: (d: { uid: string; nickname: string }) => ({ uid: d.uid, nickname: d.nickname }),
+  }),
+  'message.created': declare({
+    audiences: ['visitor', 'agent'],
+    description:
+      'A message was stored (after its commit), system messages included; `message.seq` is the next of its conversation — a jump means fetch the hole with `after`.',
+    payload: z.object({ message: messageWire }).strict(),
+    toWire: (d: { message: MessageView }) => ({ message: toMessageWire(d.message) }),
+  }),
+  'message.read': declare({
+    audiences: ['visitor', 'agent'],
+    description: 'One side read the conversation up to `seq` (a read receipt for the other side).',
+    payload: z
+      .object({
+        conversation_id: z.string(),
+        visitor_id: z.string(),
+        reader_type: z.enum(['visitor', 'agent']),
+        reader_id: z.string(),
+        seq: z.number().int(),
+      })
+      .strict(),
+    toWire: (d: {
+      conversationId: string;
+      visitorId: string;
+      readerType: 'visitor' | 'agent';
+      readerId: string;
+      seq: number;
+    }) => ({
+      conversation_id: d.conversationId,
+      visitor_id: d.visitorId,
+      reader_type: d.readerType,
+      reader_id: d.readerId,
+      seq: d.seq,
+    }),
+  }),
+  typing: declare({
+    audiences: ['visitor', 'agent'],
+    description: 'The other side is typing (`typing` true) or stopped; ephemeral, throttled per sender, never stored.',
+    payload: z
+      .object({
+        conversation_id: z.string(),
+        visitor_id: z.string(),
+        sender_type: z.enum(['visitor', 'agent']),
+        sender_id: z.string(),
+        typing: z.boolean(),
+      })
+      .strict(),
+    toWire: (d: {
+      conversationId: string;
+      visitorId: string;
+      senderType: 'visitor' | 'agent';
+      senderId: string;
+      typing: boolean;
+    }) => ({
+      conversation_id: d.conversationId,
+      visitor_id: d.visitorId,
+      sender_type: d.senderType,
+      sender_id: d.senderId,
+      typing: d.typing,
+    }),
+  }),
+  'conversation.queued': declare({
+    audiences: ['global', 'visitor'],
+    description: 'A conversation waits for an agent (new, or transferred back to a queue); `queue_position` from 1.',
+    payload: z
+      .object({ ...conversationRef, group_id: z.string().nullable(), queue_position: z.number().int() })
+      .strict(),
+    toWire: (d: ConversationRef & { groupId: string | null; queuePosition: number }) => ({
+      ...toConversationRef(d),
+      group_id: d.groupId,
+      queue_position: d.queuePosition,
+    }),
+  }),
+  'conversation.assigned': declare({
+    audiences: ['global', 'agent', 'visitor'],
+    description: 'An agent took a conversation (routing, a claim or the queue draining).',
+    payload: z.object({ ...conversationRef, agent: agentBriefWire, by: z.enum(['routing', 'claim']) }).strict(),
+    toWire: (d: ConversationRef & { agent: AgentBrief; by: 'routing' | 'claim' }) => ({
+      ...toConversationRef(d),
+      agent: toAgentBriefWire(d.agent),
+      by: d.by,
+    }),
+  }),
+  'conversation.transferred': declare({
+    audiences: ['global', 'agent', 'visitor'],
+    description: 'A conversation moved to another agent (`to` set) or back to a group’s queue (`to` null).',
+    payload: z
+      .object({
+        ...conversationRef,
+        from_agent_id: z.string(),
+        to: agentBriefWire.nullable(),
+        group_id: z.string().nullable(),
+      })
+      .strict(),
+    toWire: (d: ConversationRef & { fromAgentId: string; to: AgentBrief | null; groupId: string | null }) => ({
+      ...toConversationRef(d),
+      from_agent_id: d.fromAgentId,
+      to: d.to && toAgentBriefWire(d.to),
+      group_id: d.groupId,
+    }),
+  }),
+  'conversation.closed': declare({
+    audiences: ['global', 'agent', 'visitor'],
+    description: 'A conversation was closed by the visitor, its agent or the idle timeout (`closed_by`).',
+    payload: z
+      .object({ ...conversationRef, agent_id: z.string().nullable(), closed_by: z.enum(['visitor', 'agent', 'idle']) })
+      .strict(),
+    toWire: (d: ConversationRef & { agentId: string | null; closedBy: 'visitor' | 'agent' | 'idle' }) => ({
+      ...toConversationRef(d),
+      agent_id: d.agentId,
+      closed_by: d.closedBy,
+    }),
+  }),
+  'conversation.rating_invited': declare({
+    audiences: ['visitor'],
+    description: 'The closed conversation may be rated (`rating`) and/or marked resolved (`resolved`).',
+    payload: z.object({ conversation_id: z.string(), rating: z.boolean(), resolved: z.boolean() }).strict(),
+    toWire: (d: { conversationId: string; rating: boolean; resolved: boolean }) => ({
+      conversation_id: d.conversationId,
+      rating: d.rating,
+      resolved: d.resolved,
+    }),
+  }),
+  subscribed: declare({
+    audiences: ['global', 'agent', 'visitor'],
+    origin: 'bus',
+    description:
+      'First event of a subscription without `since`: its position is where to resume from. Carries no data; not a published event.',
+    payload: z.object({}).strict(),
+    toWire: same<Record<string, never>>,
+  }),
+  'history.gap': declare({
+    audiences: ['global', 'agent', 'visitor'],
+    origin: 'bus',
+    description: 'Events after `since` were already dropped from the channel history: reload your state.',
+    payload: z.object({ since: z.string() }).strict(),
+    toWire: same<{ since: string }>,
+  }),
+} as const;
+
+export type EventName = keyof typeof eventCatalog;
+/** What the domain passes to publish an event (camelCase). */
+export type EventData<N extends EventName> = Parameters<(typeof eventCatalog)[N]['toWire']>[0];
+/** What subscribers receive. */
+export type EventWire<N extends EventName> = ReturnType<(typeof eventCatalog)[N]['toWire']>;
+
+export const eventNames = Object.keys(eventCatalog) as EventName[];
+
+/** Names the gateway owns: POST /internal/events may not publish them. */
+export const isReservedEventName = (name: string) => Object.hasOwn(eventCatalog, name);
+
+/** The wire payload of an event (what a subscriber receives, what the outbox stores). */
+export function toWire<N extends EventName>(name: N, data: EventData<N>): EventWire<N> {
+  const declaration = eventCatalog[name] as unknown as EventDeclaration<EventData<N>, EventWire<N>>;
+  return declaration.toWire(data);
+}
