@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'APPKEY_INVALID'
   | 'VISITOR_IDENTITY_INVALID'
   | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
   | 'PAYLOAD_TOO_LARGE'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';
@@ -51,6 +52,7 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   APPKEY_INVALID: { code: 1008, status: 200 },
   VISITOR_IDENTITY_INVALID: { code: 1009, status: 200 },
   NOT_FOUND: { code: 1404, status: 404 },
+  METHOD_NOT_ALLOWED: { code: 1405, status: 405 },
   PAYLOAD_TOO_LARGE: { code: 1413, status: 413 },
   SERVICE_UNAVAILABLE: { code: 1503, status: 503 },
   INTERNAL: { code: 1500, status: 500 },
