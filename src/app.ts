@@ -5,6 +5,8 @@ import type { Config } from './config.js';
 import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
+import { graphqlCors } from './http/cors.js';
+import { refuseCrossSiteWrites } from './http/cross-site.js';
 import { bearerToken } from './http/request.js';
 import { createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
@@ -54,6 +56,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use(requestObservability(deps, log));
   app.use(securityHeaders(config));
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
+  app.use(refuseCrossSiteWrites(config));
   const bodies = [express.urlencoded({ extended: false, limit: MAX_BODY }), express.json({ limit: MAX_BODY })];
   app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
   app.use('/visitor', bodies, visitorRoutes(deps));
@@ -63,6 +66,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   const agentSession = express.Router().use(sessions.middleware);
   app.use(
     '/graphql',
+    graphqlCors(config),
     (req: Request, res: Response, next: NextFunction) => (bearerToken(req) ? next() : agentSession(req, res, next)),
     express.json({ limit: MAX_BODY }),
     (req: Request, res: Response) => {

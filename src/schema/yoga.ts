@@ -29,6 +29,8 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     schema,
     graphqlEndpoint: '/graphql',
     landingPage: false,
+    // CORS comes from the gateway's Origin allowlist (src/http/cors.ts), not yoga's reflect-all default.
+    cors: false,
     // The in-browser IDE is a development tool: never served in test or production.
     graphiql: deps.config.env === 'development',
     logging: false,
