@@ -74,14 +74,15 @@ describe('graphql: limits over HTTP', () => {
     expect(res.status).toBe(405);
   });
 
-  it('refuses a GET query without the CSRF header (a cross-site <img> or link cannot read or act)', async () => {
+  it('a GET without the CSRF header may run a query only (urql default); a cross-site page cannot read it', async () => {
     const query = encodeURIComponent('{ __typename }');
     const plain = await client.request(`/graphql?query=${query}`, { headers: { accept: 'application/json' } });
-    expect(plain.status).toBe(403);
-    const withHeader = await client.request(`/graphql?query=${query}`, {
-      headers: { accept: 'application/json', [CSRF_HEADER]: '1' },
-    });
-    expect(withHeader.status).toBe(200);
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get('access-control-allow-origin')).toBeNull();
+    const subscription = encodeURIComponent('subscription { channel(name: "global-demo") { id } }');
+    const sub = await client.request(`/graphql?query=${subscription}`, { headers: { accept: 'application/json' } });
+    expect(sub.status).toBe(403);
+    expect((await sub.json()).errors?.[0]?.extensions?.code).toBe('CSRF_REFUSED');
   });
 
   it('refuses a cookie-authenticated mutation posted as a simple cross-site form', async () => {
