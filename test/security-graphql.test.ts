@@ -1,7 +1,5 @@
-import { createYoga } from 'graphql-yoga';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { schema } from '../src/schema/index.js';
-import { CSRF_HEADER, GRAPHQL_LIMITS, securityPlugins } from '../src/schema/security.js';
+import { CSRF_HEADER, GRAPHQL_LIMITS } from '../src/schema/security.js';
 import { agentSession, HttpClient } from './support/clients.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 import { closeAllSockets, connectSocket } from './support/ws.js';
@@ -112,28 +110,39 @@ describe('graphql: limits over HTTP', () => {
   });
 });
 
-describe('graphql: production switches', () => {
-  const production = createYoga({ schema, plugins: securityPlugins({ env: 'production' }), batching: false });
-  const development = createYoga({ schema, plugins: securityPlugins({ env: 'development' }), batching: false });
-  const post = (yoga: typeof production, query: string) =>
-    yoga.fetch('http://localhost/graphql', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query }),
-    });
+describe('graphql: production switches of the gateway as buildApp wires it', () => {
+  // The real gateway (buildApp: express, the Session layer, src/schema/yoga.ts) with the
+  // production switches; the development one shows the same requests do answer when allowed.
+  let production: TestApp;
+  let development: TestApp;
+  beforeAll(async () => {
+    [production, development] = await Promise.all([
+      startTestApp({ config: { env: 'production', demoSeed: false } }),
+      startTestApp({ config: { env: 'development' } }),
+    ]);
+  });
+  afterAll(async () => {
+    await Promise.all([production?.stop(), development?.stop()]);
+  });
+  const post = async (t: TestApp, query: string) => (await new HttpClient(t.url).graphql(query)).body;
 
   it('introspection is off in production', async () => {
-    const body = await (await post(production, '{ __schema { types { name } } }')).json();
+    expect(production.config.env).toBe('production');
+    const body = await post(production, '{ __schema { types { name } } }');
     expect(body.data).toBeUndefined();
     expect(body.errors?.[0]?.message).toMatch(/introspection/i);
-    const dev = await (await post(development, '{ __schema { types { name } } }')).json();
+    const typeQuery = await post(production, '{ __type(name: "Agent") { name } }');
+    expect(typeQuery.data?.__type).toBeFalsy();
+    const dev = await post(development, '{ __schema { types { name } } }');
     expect(dev.data.__schema.types.length).toBeGreaterThan(10);
   });
 
   it('no "did you mean" suggestions in production', async () => {
-    const body = await (await post(production, '{ agentWorkbenc { agent { agentId } } }')).json();
+    const body = await post(production, '{ agentWorkbenc { agent { agentId } } }');
+    expect(body.errors?.[0]?.message).toMatch(/agentWorkbenc/);
     expect(JSON.stringify(body.errors)).not.toMatch(/did you mean/i);
-    const dev = await (await post(development, '{ agentWorkbenc { agent { agentId } } }')).json();
+    const dev = await post(development, '{ agentWorkbenc { agent { agentId } } }');
     expect(JSON.stringify(dev.errors)).toMatch(/did you mean/i);
   });
+
 });

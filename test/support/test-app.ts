@@ -79,7 +79,17 @@ export async function freshStores(): Promise<TestStores> {
  * Starts the real gateway on a free port of 127.0.0.1 with demo data, on its own stores (or on
  * `stores` shared with another instance). `env` overrides environment variables.
  */
-export async function startTestApp(opts: { env?: Record<string, string>; stores?: TestStores } = {}): Promise<TestApp> {
+export async function startTestApp(
+  opts: {
+    env?: Record<string, string>;
+    stores?: TestStores;
+    /**
+     * Applied to the validated config: runs the real gateway with `env: 'production'` switches on
+     * embedded stores, which loadConfig refuses (production requires PostgreSQL and Redis).
+     */
+    config?: Partial<Config>;
+  } = {},
+): Promise<TestApp> {
   const stores = opts.stores ?? (await freshStores());
   const ownsStores = !opts.stores;
   const config = loadConfig({
@@ -96,6 +106,7 @@ export async function startTestApp(opts: { env?: Record<string, string>; stores?
     REDIS_PREFIX: stores.redisPrefix,
     ...opts.env,
   });
+  Object.assign(config, opts.config);
   let raw = '';
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
