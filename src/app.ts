@@ -10,21 +10,19 @@ import { refuseCrossSiteWrites } from './http/cross-site.js';
 import { bearerToken } from './http/request.js';
 import { createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
-import { countSockets, metricsRoutes, requestObservability } from './observability/http.js';
+import { countSockets, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
-import { agentRoutes } from './rest/agent.js';
+import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
-import { healthRoutes } from './rest/health.js';
-import { internalRoutes } from './rest/internal.js';
-import { openApiRoutes } from './rest/openapi.js';
-import { visitorRoutes } from './rest/visitor.js';
+import { openApiDocsPages } from './rest/openapi.js';
+import { MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
-export const MAX_BODY = '64kb';
+export { MAX_BODY };
 /** No request waits longer than this (e.g. for an exhausted database pool): it gets a 503. */
 export const REQUEST_DEADLINE_MS = 10_000;
 
@@ -57,10 +55,9 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use(securityHeaders(config));
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
   app.use(refuseCrossSiteWrites(config));
-  const bodies = [express.urlencoded({ extended: false, limit: MAX_BODY }), express.json({ limit: MAX_BODY })];
-  app.use('/agent', sessions.middleware, bodies, agentRoutes(deps));
-  app.use('/visitor', bodies, visitorRoutes(deps));
-  app.use('/internal', express.json({ limit: MAX_BODY }), internalRoutes(deps));
+  // The agent Session serves the REST endpoints and the pages under /agent alike.
+  app.use('/agent', sessions.middleware);
+  app.use(mountRoutes(deps, endpoints));
   // A request with a visitor bearer token is a visitor (one identity per request): the agent
   // Session layer is not run for it, which spares it creating and hashing an unused Session.
   const agentSession = express.Router().use(sessions.middleware);
@@ -74,7 +71,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
     },
   );
   // Matched after the hot API paths, so those traverse as few layers as possible.
-  app.use(healthRoutes(deps), metricsRoutes(deps), openApiRoutes(config));
+  app.use(openApiDocsPages(config, endpoints));
   app.use(pageRoutes(deps));
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));

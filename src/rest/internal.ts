@@ -1,35 +1,27 @@
-import { timingSafeEqual } from 'node:crypto';
-import { type Request, Router } from 'express';
-import type { Deps } from '../deps.js';
-import { DomainError } from '../errors.js';
-import { bearerToken } from '../http/request.js';
+import { z } from 'zod';
 import { publishEvent } from '../resolvers/channels.js';
-import { parseInput, publishEventInput } from '../resolvers/inputs.js';
-import { sendError, sendOk } from './envelope.js';
+import { publishEventInput } from '../resolvers/inputs.js';
+import { type AnyRoute, jsonRoute } from './route.js';
 
 /**
- * `POST /internal/events`: the publish API for the services the spec leaves out (messages,
- * assignment). Bearer INTERNAL_API_TOKEN; absent entirely when that variable is unset.
+ * `POST /internal/events`: the publish API for the merchant's own services. Bearer
+ * INTERNAL_API_TOKEN; absent entirely (404) when that variable is unset.
  */
-export function internalRoutes(deps: Deps): Router {
-  const router = Router();
-  const secret = deps.config.internalApiToken;
-  if (!secret) return router;
-
-  router.post('/events', async (req, res) => {
-    try {
-      if (!authorized(req, secret)) throw new DomainError('FORBIDDEN', 'A valid internal API token is required');
-      const event = await publishEvent(deps, parseInput(publishEventInput, req.body));
-      sendOk(res, { id: event.id }, 'ok', 202);
-    } catch (error) {
-      sendError(res, error, deps.log);
-    }
-  });
-  return router;
-}
-
-function authorized(req: Request, secret: string) {
-  const given = Buffer.from(bearerToken(req) ?? '');
-  const expected = Buffer.from(secret);
-  return given.length === expected.length && timingSafeEqual(given, expected);
-}
+export const internalEndpoints: AnyRoute[] = [
+  jsonRoute({
+    method: 'post',
+    path: '/internal/events',
+    identity: 'internal',
+    tag: 'Internal',
+    summary: 'Publish a channel event',
+    description:
+      'For the merchant’s own services: publishes `data` as `event` on `channel`. The gateway’s own event names (see README "Events") are reserved. Absent (404) when INTERNAL_API_TOKEN is unset.',
+    enabled: (config) => Boolean(config.internalApiToken),
+    input: publishEventInput,
+    encodings: ['json'],
+    output: z.object({ id: z.string().openapi({ description: 'The event id in its channel.' }) }).strict(),
+    status: 202,
+    example: { id: '1795443464123-0' },
+    handle: async ({ deps, input }) => ({ id: (await publishEvent(deps, input)).id }),
+  }),
+];

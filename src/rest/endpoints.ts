@@ -1,0 +1,35 @@
+import { agentEndpoints } from './agent.js';
+import { operationsEndpoints } from './health.js';
+import { internalEndpoints } from './internal.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { type AnyRoute, rawRoute } from './route.js';
+import { visitorEndpoints } from './visitor.js';
+
+/**
+ * Every REST endpoint of the gateway, each declared once. app.ts mounts them, the OpenAPI
+ * document is built from them, and the fuzz, OpenAPI and README tests iterate them.
+ */
+export const endpoints: readonly AnyRoute[] = [
+  ...agentEndpoints,
+  ...visitorEndpoints,
+  ...internalEndpoints,
+  ...operationsEndpoints,
+  rawRoute({
+    method: 'get',
+    path: '/openapi.json',
+    identity: 'public',
+    tag: 'Operations',
+    summary: 'This OpenAPI document',
+    raw: { contentType: 'application/json', description: 'OpenAPI 3.1.' },
+    async handle({ res }) {
+      res.type('application/json').send(openApiJson());
+    },
+  }),
+];
+
+let document: string | undefined;
+/** The document as served (built once: it depends on the declarations only). */
+const openApiJson = () => {
+  document ??= JSON.stringify(buildOpenApiDocument(endpoints));
+  return document;
+};

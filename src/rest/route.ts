@@ -1,0 +1,190 @@
+import { timingSafeEqual } from 'node:crypto';
+import { extendZodWithOpenApi } from '@asteasolutions/zod-to-openapi';
+import express, { type Request, type RequestHandler, type Response, Router } from 'express';
+import { z } from 'zod';
+import type { Config } from '../config.js';
+import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
+import { bearerToken } from '../http/request.js';
+import { requestSessionPort } from '../http/session.js';
+import { parseInput } from '../resolvers/inputs.js';
+import { type AgentViewer, requireAgent, requireVisitor, type VisitorViewer } from '../resolvers/viewer.js';
+import { sendError, sendOk } from './envelope.js';
+
+// Declarations describe their fields with `.openapi(…)`: enabled before any of them is built.
+extendZodWithOpenApi(z);
+
+/**
+ * One declaration per legacy REST endpoint: method, path, the identity it needs, its input
+ * (zod, legacy field names, transformed to the domain's camelCase), its output (the envelope's
+ * `data`, snake_case) and the handler that calls the domain. From the one array of
+ * declarations (src/rest/endpoints.ts) the express routes are mounted, the OpenAPI document is
+ * built, the fuzz test iterates every route and a test checks that the README names every path.
+ */
+
+/**
+ * Who may call an endpoint:
+ * - `public`: anyone;
+ * - `session`: anyone, with the browser's (pre-login) agent Session, e.g. captchas and login;
+ * - `agent`: a logged-in agent (Session cookie, `token` header or `?token=`), else code -1;
+ * - `visitor`: `Authorization: Bearer <visitor token>`, else 1401;
+ * - `internal`: `Authorization: Bearer <INTERNAL_API_TOKEN>`, else 1403.
+ */
+export type Identity = 'public' | 'session' | 'agent' | 'visitor' | 'internal';
+
+type ViewerOf<I extends Identity> = I extends 'agent' ? AgentViewer : I extends 'visitor' ? VisitorViewer : undefined;
+
+/** How a POST body may be encoded. `multipart` bodies are left unread for the handler to stream. */
+export type BodyEncoding = 'form' | 'json' | 'multipart';
+
+export interface RouteContext<I extends Identity, In> {
+  deps: Deps;
+  req: Request;
+  res: Response;
+  viewer: ViewerOf<I>;
+  input: In;
+}
+
+interface Common<I extends Identity> {
+  method: 'get' | 'post';
+  path: string;
+  identity: I;
+  /** OpenAPI tag, summary and description. */
+  tag: string;
+  summary: string;
+  description?: string;
+  /** Extra documented answers, by HTTP status (400, 401, 403, 413, 429, 500, 503 are added by identity). */
+  errors?: Record<number, string>;
+  /** Mounted only when this holds (e.g. the internal API needs its token configured). */
+  enabled?: (config: Config) => boolean;
+}
+
+/** An endpoint answering the `{code, msg, data}` envelope. */
+export interface JsonRoute<I extends Identity, S extends z.ZodTypeAny | undefined, O extends z.ZodTypeAny>
+  extends Common<I> {
+  /** Parsed from the query string (GET) or the body (POST). */
+  input?: S;
+  /** POST body encodings accepted (default form and JSON, as the spec's legacy clients send). */
+  encodings?: BodyEncoding[];
+  /** The envelope's `data` on success. */
+  output: O;
+  /** HTTP status and `msg` of a success (default 200 and "ok"). */
+  status?: 200 | 202;
+  msg?: string;
+  /** Example `data` for the OpenAPI document. */
+  example?: z.input<O>;
+  handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<z.input<O>>;
+}
+
+/** An endpoint that answers something else (an image, a file, plain text) by itself. */
+export interface RawRoute<I extends Identity, S extends z.ZodTypeAny | undefined> extends Common<I> {
+  input?: S;
+  encodings?: BodyEncoding[];
+  /** What it answers on success; `schema` documents (and tests check) a JSON answer. */
+  raw: { contentType: string; description: string; schema?: z.ZodTypeAny; statuses?: number[] };
+  handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<void>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the erased form every declaration fits in the one array
+type AnyJsonRoute = JsonRoute<Identity, any, any>;
+// biome-ignore lint/suspicious/noExplicitAny: as above
+type AnyRawRoute = RawRoute<Identity, any>;
+export type AnyRoute = AnyJsonRoute | AnyRawRoute;
+
+/** Declares an envelope endpoint; the handler's answer is checked against `output` at compile time. */
+export const jsonRoute = <I extends Identity, O extends z.ZodTypeAny, S extends z.ZodTypeAny | undefined = undefined>(
+  route: JsonRoute<I, S, O>,
+) => route as unknown as AnyRoute;
+
+/** Declares an endpoint that writes its own answer (images, files). */
+export const rawRoute = <I extends Identity, S extends z.ZodTypeAny | undefined = undefined>(route: RawRoute<I, S>) =>
+  route as unknown as AnyRoute;
+
+export const isRaw = (route: AnyRoute): route is AnyRawRoute => 'raw' in route;
+
+export const encodingsOf = (route: AnyRoute): BodyEncoding[] =>
+  route.method === 'get' ? [] : (route.encodings ?? ['form', 'json']);
+
+/** The largest body any endpoint reads (multipart uploads stream under their own limits). */
+export const MAX_BODY = '64kb';
+
+/** The identity check of each kind, run before the input is parsed. */
+async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<unknown> {
+  switch (identity) {
+    case 'agent':
+      return requireAgent(deps, requestSessionPort(req));
+    case 'visitor':
+      return requireVisitor(deps, bearerToken(req));
+    case 'internal':
+      if (!internalTokenMatches(bearerToken(req), deps.config.internalApiToken)) {
+        throw new DomainError('FORBIDDEN', 'A valid internal API token is required');
+      }
+      return undefined;
+    default:
+      return undefined;
+  }
+}
+
+function internalTokenMatches(given: string | undefined, secret: string | undefined) {
+  if (!secret) return false;
+  const a = Buffer.from(given ?? '');
+  const b = Buffer.from(secret);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+const bodyParsers: Record<BodyEncoding, RequestHandler | undefined> = {
+  form: express.urlencoded({ extended: false, limit: MAX_BODY }),
+  json: express.json({ limit: MAX_BODY }),
+  multipart: undefined,
+};
+
+/** Express 5 parses `req.query` lazily with qs; the legacy endpoints take flat single values only. */
+const queryObject = (req: Request) => Object.fromEntries(new URL(req.url, 'http://x').searchParams);
+
+function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
+  return async (req, res) => {
+    try {
+      const viewer = await viewerFor(deps, route.identity, req);
+      const raw = route.method === 'get' ? queryObject(req) : req.body;
+      const input = route.input ? parseInput(route.input, raw) : undefined;
+      const ctx = { deps, req, res, viewer, input } as RouteContext<Identity, unknown>;
+      if (isRaw(route)) {
+        await route.handle(ctx as never);
+        return;
+      }
+      const data = await route.handle(ctx as never);
+      if (!res.headersSent) sendOk(res, data, route.msg ?? 'ok', route.status ?? 200);
+    } catch (error) {
+      sendError(res, error, deps.log);
+    }
+  };
+}
+
+/**
+ * Mounts the declared endpoints. The agent Session middleware runs before this router (it
+ * serves the agent pages too). A declared path called with another method answers 405 with
+ * `Allow`, as an envelope.
+ */
+export function mountRoutes(deps: Deps, routes: readonly AnyRoute[]): Router {
+  const router = Router();
+  const methodsByPath = new Map<string, Set<string>>();
+  for (const route of routes) {
+    if (route.enabled && !route.enabled(deps.config)) continue;
+    const parsers = encodingsOf(route)
+      .map((e) => bodyParsers[e])
+      .filter((p): p is RequestHandler => p !== undefined);
+    router[route.method](route.path, ...parsers, handlerOf(deps, route));
+    const methods = methodsByPath.get(route.path) ?? new Set();
+    methods.add(route.method.toUpperCase());
+    if (route.method === 'get') methods.add('HEAD');
+    methodsByPath.set(route.path, methods);
+  }
+  for (const [path, methods] of methodsByPath) {
+    const allow = [...methods].join(', ');
+    router.all(path, (_req, res) => {
+      res.setHeader('Allow', allow);
+      sendError(res, new DomainError('METHOD_NOT_ALLOWED', `Method not allowed; use ${allow}`), deps.log);
+    });
+  }
+  return router;
+}
