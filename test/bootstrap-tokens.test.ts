@@ -140,6 +140,20 @@ describe('Visitor tokens (POST /visitor/token)', () => {
     expect(again.body.code).toBe(1401);
   });
 
+  it('POST /visitor/token/revoke without a bearer, or with a malformed one, is refused with 1401 (never a 500)', async () => {
+    const client = new HttpClient(t.url);
+    for (const headers of [{}, { authorization: 'Bearer' }, { authorization: 'Basic abc' }, bearer('x'.repeat(43))]) {
+      const res = await client.json('/visitor/token/revoke', { method: 'POST', headers });
+      expect([headers, res.status, res.body]).toEqual([
+        headers,
+        401,
+        { code: 1401, msg: expect.any(String), data: [] },
+      ]);
+    }
+    const gql = await client.graphql('mutation { revokeVisitorToken }');
+    expect(gql.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+  });
+
   it("revokeVisitorToken in GraphQL revokes the bearer's token", async () => {
     const { token } = (await issue({ appkey: 'demo-appkey' })).body.data;
     const client = new HttpClient(t.url);
@@ -192,6 +206,13 @@ describe('Visitor tokens (POST /visitor/token)', () => {
     const [row] = await t.app.deps.db.select().from(visitors).where(eq(visitors.id, anon.uid));
     expect(row?.externalUserId).toBeNull();
     expect(row?.merchantId).toBe('m_demo');
+
+    const userId = 'shop-user-kept';
+    const signed = (await issue({ appkey: 'demo-appkey', user_id: userId, user_hash: userHashFor(demoSecret, userId) }))
+      .body.data;
+    const [identified] = await t.app.deps.db.select().from(visitors).where(eq(visitors.id, signed.uid));
+    expect(identified?.externalUserId).toBe(userId);
+    expect(identified?.merchantId).toBe('m_demo');
   });
 });
 
