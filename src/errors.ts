@@ -20,6 +20,11 @@ export type ErrorCode =
   | 'NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
   | 'PAYLOAD_TOO_LARGE'
+  | 'CONVERSATION_CLOSED'
+  | 'ALREADY_CLAIMED'
+  | 'NOT_ASSIGNED'
+  | 'AGENT_UNAVAILABLE'
+  | 'RATING_NOT_ALLOWED'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';
 
@@ -54,6 +59,12 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   NOT_FOUND: { code: 1404, status: 404 },
   METHOD_NOT_ALLOWED: { code: 1405, status: 405 },
   PAYLOAD_TOO_LARGE: { code: 1413, status: 413 },
+  // Chat business errors (README "Chat"): answered like the other business errors, HTTP 200.
+  CONVERSATION_CLOSED: { code: 1201, status: 200 },
+  ALREADY_CLAIMED: { code: 1202, status: 200 },
+  NOT_ASSIGNED: { code: 1203, status: 200 },
+  AGENT_UNAVAILABLE: { code: 1204, status: 200 },
+  RATING_NOT_ALLOWED: { code: 1205, status: 200 },
   SERVICE_UNAVAILABLE: { code: 1503, status: 503 },
   INTERNAL: { code: 1500, status: 500 },
 };

@@ -3,6 +3,7 @@ import { and, eq } from 'drizzle-orm';
 import { type Agent, agents } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
+import { drainQueueQuietly } from './conversations.js';
 import { publishAgentState } from './events.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from './viewer.js';
 
@@ -55,6 +56,8 @@ async function settleAgent(
   const ifOnline = manual === undefined ? null : connectedState(manual);
   const { before, after } = await deps.presence.settle(agentId, bid, deps.now(), ifOnline);
   if (before !== after) await publishAgentState(deps, bid, agentId, after, reason);
+  // Capacity appeared (came online, or back from busy/away): serve the merchant's chat queue.
+  if (after === 'online' && before !== 'online') await drainQueueQuietly(deps, { bid });
   return after as AgentState;
 }
 

@@ -1,0 +1,245 @@
+import { and, eq, ne, sql } from 'drizzle-orm';
+import {
+  type Attachment,
+  agents,
+  attachments,
+  type Conversation,
+  conversations,
+  type Message,
+  merchants,
+  messages,
+  visitors,
+} from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { AgentBrief, AttachmentView, MessageView } from './event-catalog.js';
+import { agentChannel } from './events.js';
+import { enqueueEvent, type Tx } from './outbox.js';
+
+/**
+ * What the chat's domain files share: loading a conversation with what its events need, and
+ * appending a message (the one place a `seq` is handed out). Plain functions over a transaction.
+ */
+
+/** A conversation with the channels its events go to. */
+export interface ConversationContext {
+  conversation: Conversation;
+  visitorChannel: string;
+  visitorName: string;
+  bid: string;
+}
+
+/** Summary of the last message, the `items` of a `chatting` entry (README "Chat"). */
+export interface LastMessageItem {
+  seq: number;
+  sender_type: 'visitor' | 'agent' | 'system';
+  type: string;
+  /** The text, cut to ITEM_CONTENT_MAX characters; empty for attachments without a caption. */
+  content: string;
+  /** Unix milliseconds. */
+  created_at: number;
+}
+export const ITEM_CONTENT_MAX = 100;
+
+type Reader = Deps['db'] | Tx;
+
+/** The open (queued or active) conversation of a visitor of the merchant, locked when `lock`. */
+export async function openConversation(
+  db: Reader,
+  merchantId: string,
+  visitorId: string,
+  opts: { lock?: boolean } = {},
+): Promise<ConversationContext | undefined> {
+  const query = db
+    .select({
+      conversation: conversations,
+      visitorChannel: visitors.channel,
+      visitorName: visitors.nickname,
+      bid: merchants.bid,
+    })
+    .from(conversations)
+    .innerJoin(visitors, and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, merchantId)))
+    .innerJoin(merchants, eq(merchants.id, conversations.merchantId))
+    .where(
+      and(
+        eq(conversations.merchantId, merchantId),
+        eq(conversations.visitorId, visitorId),
+        ne(conversations.state, 'closed'),
+      ),
+    )
+    .limit(1);
+  const [row] = opts.lock ? await query.for('update', { of: conversations }) : await query;
+  return row;
+}
+
+/** The newest conversation of a visitor (open or closed), or undefined when it never chatted. */
+export async function latestConversation(
+  db: Reader,
+  merchantId: string,
+  visitorId: string,
+): Promise<ConversationContext | undefined> {
+  const [row] = await db
+    .select({
+      conversation: conversations,
+      visitorChannel: visitors.channel,
+      visitorName: visitors.nickname,
+      bid: merchants.bid,
+    })
+    .from(conversations)
+    .innerJoin(visitors, and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, merchantId)))
+    .innerJoin(merchants, eq(merchants.id, conversations.merchantId))
+    .where(and(eq(conversations.merchantId, merchantId), eq(conversations.visitorId, visitorId)))
+    .orderBy(sql`${conversations.createdAt} desc, ${conversations.id} desc`)
+    .limit(1);
+  return row;
+}
+
+/** A visitor of the merchant, or NOT_FOUND (another merchant's visitor does not exist here). */
+export async function requireMerchantVisitor(db: Reader, merchantId: string, visitorId: string) {
+  const [visitor] = await db
+    .select()
+    .from(visitors)
+    .where(and(eq(visitors.id, visitorId), eq(visitors.merchantId, merchantId)))
+    .limit(1);
+  if (!visitor) throw new DomainError('NOT_FOUND', 'No such visitor');
+  return visitor;
+}
+
+export async function agentBrief(db: Reader, agentId: string | null): Promise<AgentBrief | null> {
+  if (!agentId) return null;
+  const [agent] = await db
+    .select({ agentId: agents.id, nickname: agents.nickname, avatar: agents.avatar })
+    .from(agents)
+    .where(eq(agents.id, agentId))
+    .limit(1);
+  return agent ?? null;
+}
+
+export const toAttachmentView = (a: Attachment): AttachmentView => ({
+  attachmentId: a.id,
+  kind: a.kind,
+  mime: a.mime,
+  size: a.size,
+  name: a.name,
+  // The attachments module serves (and signs) it; this is its stable path.
+  url: `/attachments/${a.id}`,
+  thumbnailUrl: a.thumbnailKey ? `/attachments/${a.id}/thumbnail` : null,
+});
+
+export const toMessageView = (m: Message, attachment: Attachment | null = null): MessageView => ({
+  id: m.id,
+  conversationId: m.conversationId,
+  visitorId: m.visitorId,
+  seq: m.seq,
+  senderType: m.senderType,
+  senderId: m.senderId,
+  clientMsgId: m.clientMsgId,
+  type: m.type as MessageView['type'],
+  content: m.recalledAt ? '' : m.content,
+  attachment: attachment && !m.recalledAt ? toAttachmentView(attachment) : null,
+  meta: m.meta ?? null,
+  createdAt: m.createdAt.getTime(),
+  recalled: m.recalledAt !== null,
+});
+
+/** The channels a conversation's message events go to: the visitor's, and its agent's when assigned. */
+export const participantChannels = (ctx: ConversationContext, agentId = ctx.conversation.agentId) => [
+  ctx.visitorChannel,
+  ...(agentId ? [agentChannel(agentId)] : []),
+];
+
+export interface NewMessage {
+  senderType: 'visitor' | 'agent' | 'system';
+  senderId: string;
+  clientMsgId: string | null;
+  type: MessageView['type'];
+  content: string;
+  attachment?: Attachment | null;
+  meta?: Record<string, unknown> | null;
+}
+
+/**
+ * Appends a message inside `tx`: takes the next `seq` by bumping `last_seq` on the
+ * conversation row (its row lock orders concurrent senders, so seqs have no holes), updates the
+ * activity time, the last-message summary and the sender's read position, stores the row and
+ * writes `message.created` to the outbox for the visitor and the assigned agent.
+ */
+export async function appendMessage(
+  deps: Deps,
+  tx: Tx,
+  ctx: ConversationContext,
+  input: NewMessage,
+): Promise<MessageView> {
+  const now = deps.now();
+  const content = input.content;
+  const item = {
+    sender_type: input.senderType,
+    type: input.type,
+    content: content.slice(0, ITEM_CONTENT_MAX),
+    created_at: now,
+  };
+  const [bumped] = await tx
+    .update(conversations)
+    .set({
+      lastSeq: sql`${conversations.lastSeq} + 1`,
+      timestamp: Math.floor(now / 1000),
+      items: sql`jsonb_build_array(${JSON.stringify(item)}::jsonb || jsonb_build_object('seq', ${conversations.lastSeq} + 1))`,
+      ...(input.senderType === 'visitor' ? { visitorReadSeq: sql`${conversations.lastSeq} + 1` } : {}),
+      ...(input.senderType === 'agent' ? { agentReadSeq: sql`${conversations.lastSeq} + 1` } : {}),
+    })
+    .where(eq(conversations.id, ctx.conversation.id))
+    .returning({ lastSeq: conversations.lastSeq });
+  if (!bumped) throw new DomainError('NOT_FOUND', 'No such conversation');
+  const [row] = await tx
+    .insert(messages)
+    .values({
+      id: newId('msg'),
+      conversationId: ctx.conversation.id,
+      merchantId: ctx.conversation.merchantId,
+      visitorId: ctx.conversation.visitorId,
+      seq: bumped.lastSeq,
+      senderType: input.senderType,
+      senderId: input.senderId,
+      clientMsgId: input.clientMsgId,
+      type: input.type,
+      content,
+      attachmentId: input.attachment?.id ?? null,
+      meta: input.meta ?? null,
+      createdAt: new Date(now),
+    })
+    .returning();
+  if (!row) throw new Error('message insert returned nothing');
+  ctx.conversation.lastSeq = bumped.lastSeq;
+  const view = toMessageView(row, input.attachment ?? null);
+  for (const channel of participantChannels(ctx)) await enqueueEvent(tx, channel, 'message.created', { message: view });
+  return view;
+}
+
+/** The attachment a message may reference, or BAD_USER_INPUT (see README "Chat"). */
+export async function usableAttachment(
+  tx: Tx,
+  merchantId: string,
+  uploader: { type: 'visitor' | 'agent'; id: string },
+  attachmentId: string,
+  kind: string,
+): Promise<Attachment> {
+  const [attachment] = await tx
+    .select()
+    .from(attachments)
+    .where(
+      and(
+        eq(attachments.id, attachmentId),
+        eq(attachments.merchantId, merchantId),
+        eq(attachments.uploaderType, uploader.type),
+        eq(attachments.uploaderId, uploader.id),
+      ),
+    )
+    .limit(1);
+  if (!attachment) throw new DomainError('BAD_USER_INPUT', 'attachment_id is not an upload of yours');
+  if (attachment.kind !== kind)
+    throw new DomainError('BAD_USER_INPUT', `attachment_id is a ${attachment.kind}, not a ${kind}`);
+  if (!attachment.referencedAt)
+    await tx.update(attachments).set({ referencedAt: new Date() }).where(eq(attachments.id, attachment.id));
+  return attachment;
+}

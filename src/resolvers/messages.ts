@@ -1,0 +1,388 @@
+import { and, asc, desc, eq, or, type SQL, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { type Attachment, attachments, conversations, merchants, messages } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { badInput, DomainError } from '../errors.js';
+import {
+  appendMessage,
+  type ConversationContext,
+  latestConversation,
+  openConversation,
+  requireMerchantVisitor,
+  toMessageView,
+  usableAttachment,
+} from './chat-rows.js';
+import { assignAgent, type ConversationState, unreadForAgent, unreadForVisitor } from './conversations.js';
+import type { MessageView } from './event-catalog.js';
+import { agentChannel, publish } from './events.js';
+import { text } from './inputs.js';
+import { enqueueEvent, publishOutbox } from './outbox.js';
+import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
+
+/**
+ * Messages: send (exactly once per `client_msg_id`, strictly ordered by `seq`), history pages
+ * spanning the visitor's conversations, read positions with receipts, and typing (ephemeral).
+ */
+
+/** Longest text of a message, in characters (README "Chat"). */
+export const MAX_TEXT = 5000;
+/** Largest history page. */
+export const MAX_PAGE = 100;
+/** One `typing: true` event per sender and conversation per this many seconds. */
+export const TYPING_THROTTLE_SECONDS = 2;
+
+export type ChatViewer = AgentViewer | VisitorViewer;
+
+const id = text(64).refine((s) => s.trim().length > 0, 'is required');
+const MESSAGE_TYPES = ['text', 'image', 'file', 'voice', 'video'] as const;
+
+export const sendInput = z
+  .object({
+    visitorId: id.optional(),
+    clientMsgId: text(64).refine((s) => s.trim().length > 0, 'is required'),
+    type: z.enum(MESSAGE_TYPES).default('text'),
+    content: text(MAX_TEXT).default(''),
+    attachmentId: id.optional(),
+  })
+  .superRefine((i, ctx) => {
+    if (i.type === 'text') {
+      if (i.content.trim().length === 0) ctx.addIssue({ code: 'custom', path: ['content'], message: 'is required' });
+      if (i.attachmentId)
+        ctx.addIssue({ code: 'custom', path: ['attachmentId'], message: 'is only for attachment messages' });
+    } else if (!i.attachmentId)
+      ctx.addIssue({ code: 'custom', path: ['attachmentId'], message: `is required for a ${i.type} message` });
+  });
+
+export const historyInput = z.object({
+  visitorId: id.optional(),
+  before: text(200).optional(),
+  after: text(200).optional(),
+  limit: z.number().int().min(1).max(MAX_PAGE).default(20),
+});
+
+export const readInput = z.object({ visitorId: id.optional(), seq: z.number().int().min(0) });
+export const typingInput = z.object({ visitorId: id.optional(), typing: z.boolean().default(true) });
+
+export interface SendResult {
+  message: MessageView;
+  /** The state of the conversation after the send: `queued` tells the visitor nobody is there yet. */
+  conversationState: ConversationState;
+  /** True when this `clientMsgId` was already stored: the stored message, nothing published. */
+  duplicate: boolean;
+}
+
+/** Whose conversation an operation addresses: the visitor's own, or the `visitorId` an agent names. */
+function targetVisitor(viewer: ChatViewer, visitorId: string | undefined): string {
+  if (viewer.kind === 'visitor') return viewer.visitorId;
+  requireOnlineReception(viewer);
+  if (!visitorId) throw badInput('visitorId is required');
+  return visitorId;
+}
+
+const sender = (viewer: ChatViewer) =>
+  viewer.kind === 'visitor'
+    ? { type: 'visitor' as const, id: viewer.visitorId }
+    : { type: 'agent' as const, id: viewer.agentId };
+
+/** An already stored message of this sender and key (any conversation of the visitor). */
+async function storedSend(
+  deps: Deps,
+  merchantId: string,
+  visitorId: string,
+  who: ReturnType<typeof sender>,
+  key: string,
+) {
+  const [row] = await deps.db
+    .select({ m: messages, a: attachments, state: conversations.state })
+    .from(messages)
+    .innerJoin(conversations, eq(conversations.id, messages.conversationId))
+    .leftJoin(attachments, eq(attachments.id, messages.attachmentId))
+    .where(
+      and(
+        eq(messages.merchantId, merchantId),
+        eq(messages.visitorId, visitorId),
+        eq(messages.senderType, who.type),
+        eq(messages.senderId, who.id),
+        eq(messages.clientMsgId, key),
+      ),
+    )
+    .limit(1);
+  return row && { message: toMessageView(row.m, row.a), conversationState: row.state, duplicate: true };
+}
+
+/**
+ * Sends a message. The visitor writes into its open conversation — a new one (routed like an
+ * assign) when it has none, so writing after a close starts over; an agent into the active
+ * conversation assigned to it. A repeated `clientMsgId` returns the stored message.
+ */
+export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<SendResult> {
+  const input = sendInput.parse(raw);
+  const visitorId = targetVisitor(viewer, input.visitorId);
+  const who = sender(viewer);
+  if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
+  const stored = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
+  if (stored) return stored;
+  if (viewer.kind === 'visitor' && !(await openConversation(deps.db, viewer.merchantId, visitorId)))
+    await assignAgent(deps, viewer);
+
+  const result = await deps.db.transaction(async (tx) => {
+    // The row lock orders concurrent sends of the conversation, on every instance.
+    const ctx = await openConversation(tx, viewer.merchantId, visitorId, { lock: true });
+    if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
+    const [again] = await tx
+      .select({ m: messages })
+      .from(messages)
+      .where(
+        and(
+          eq(messages.conversationId, ctx.conversation.id),
+          eq(messages.senderType, who.type),
+          eq(messages.senderId, who.id),
+          eq(messages.clientMsgId, input.clientMsgId),
+        ),
+      )
+      .limit(1);
+    if (again) return { kind: 'stored' as const, row: again.m, ctx };
+    if (viewer.kind === 'agent') {
+      if (ctx.conversation.state !== 'active')
+        throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
+      if (ctx.conversation.agentId !== viewer.agentId)
+        throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
+    }
+    let attachment: Attachment | null = null;
+    if (input.attachmentId)
+      attachment = await usableAttachment(tx, viewer.merchantId, who, input.attachmentId, input.type);
+    const message = await appendMessage(deps, tx, ctx, {
+      senderType: who.type,
+      senderId: who.id,
+      clientMsgId: input.clientMsgId,
+      type: input.type,
+      content: input.content,
+      attachment,
+    });
+    return { kind: 'new' as const, message, ctx };
+  });
+  if (result.kind === 'stored') {
+    const { row } = result;
+    const [a] = row.attachmentId
+      ? await deps.db.select().from(attachments).where(eq(attachments.id, row.attachmentId))
+      : [];
+    return {
+      message: toMessageView(row, a ?? null),
+      conversationState: result.ctx.conversation.state,
+      duplicate: true,
+    };
+  }
+  await publishOutbox(deps);
+  return { message: result.message, conversationState: result.ctx.conversation.state, duplicate: false };
+}
+
+// ---- history -----------------------------------------------------------------------------
+
+export interface MessagePage {
+  /** Oldest first within the page. */
+  messages: MessageView[];
+  /** Whether there are more messages in the direction of the request (older for `before` and the first page). */
+  hasMore: boolean;
+  /** Pass as `before` for the previous (older) page; null when the page is empty. */
+  startCursor: string | null;
+  /** Pass as `after` for what follows. */
+  endCursor: string | null;
+}
+
+const encodeCursor = (conversationId: string, seq: number) =>
+  Buffer.from(JSON.stringify([conversationId, seq])).toString('base64url');
+
+/** A position: a bare seq (of the visitor's latest conversation) or a cursor of a page. */
+async function decodePosition(
+  deps: Deps,
+  merchantId: string,
+  visitorId: string,
+  value: string,
+): Promise<{ conversationId: string; seq: number }> {
+  if (/^\d{1,9}$/.test(value)) {
+    const latest = await latestConversation(deps.db, merchantId, visitorId);
+    return { conversationId: latest?.conversation.id ?? '', seq: Number(value) };
+  }
+  try {
+    const [conversationId, seq] = JSON.parse(Buffer.from(value, 'base64url').toString());
+    if (typeof conversationId === 'string' && Number.isInteger(seq)) return { conversationId, seq };
+  } catch {
+    // fall through
+  }
+  throw badInput('before/after must be a seq or a cursor of a message page');
+}
+
+/** Whether `history_only_mine` applies to the agent: the merchant turned it on and it is not an administrator. */
+export async function historyOnlyMine(deps: Deps, viewer: AgentViewer): Promise<boolean> {
+  if (viewer.level === 'admin') return false;
+  const [m] = await deps.db
+    .select({ settings: merchants.workbenchSettings })
+    .from(merchants)
+    .where(eq(merchants.id, viewer.merchantId));
+  return m?.settings.history_only_mine === true;
+}
+
+/**
+ * A page of a visitor's messages across all its conversations, in conversation then `seq`
+ * order. Without `before`/`after`: the newest `limit`; `before`: the `limit` just older (for
+ * scrolling back); `after`: the `limit` just newer (to fill a `seq` hole). Under
+ * `history_only_mine` an agent sees only the conversations it was assigned and the queued one.
+ */
+export async function listMessages(deps: Deps, viewer: ChatViewer, raw: unknown = {}): Promise<MessagePage> {
+  const input = historyInput.parse(raw ?? {});
+  if (input.before && input.after) throw badInput('give before or after, not both');
+  const visitorId = targetVisitor(viewer, input.visitorId);
+  if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
+  const where: (SQL | undefined)[] = [eq(messages.merchantId, viewer.merchantId), eq(messages.visitorId, visitorId)];
+  if (viewer.kind === 'agent' && (await historyOnlyMine(deps, viewer))) {
+    where.push(
+      or(
+        eq(conversations.agentId, viewer.agentId),
+        eq(conversations.state, 'queued'),
+        sql`exists (select 1 from "messages" sm where sm.conversation_id = ${conversations.id} and sm.sender_type = 'system' and sm.meta->>'event' in ('assigned', 'transferred') and (sm.meta->>'agent_id' = ${viewer.agentId} or sm.meta->>'to_agent_id' = ${viewer.agentId}))`,
+      ),
+    );
+  }
+  const key = sql`(${conversations.createdAt}, ${conversations.id}, ${messages.seq})`;
+  const at = (p: { conversationId: string; seq: number }) =>
+    sql`((select cc.created_at from "conversations" cc where cc.id = ${p.conversationId}), ${p.conversationId}::text, ${p.seq}::int)`;
+  const forward = Boolean(input.after);
+  if (input.before)
+    where.push(sql`${key} < ${at(await decodePosition(deps, viewer.merchantId, visitorId, input.before))}`);
+  if (input.after)
+    where.push(sql`${key} > ${at(await decodePosition(deps, viewer.merchantId, visitorId, input.after))}`);
+  const rows = await deps.db
+    .select({ m: messages, a: attachments })
+    .from(messages)
+    .innerJoin(conversations, eq(conversations.id, messages.conversationId))
+    .leftJoin(attachments, eq(attachments.id, messages.attachmentId))
+    .where(and(...where))
+    .orderBy(
+      ...(forward
+        ? [asc(conversations.createdAt), asc(conversations.id), asc(messages.seq)]
+        : [desc(conversations.createdAt), desc(conversations.id), desc(messages.seq)]),
+    )
+    .limit(input.limit + 1);
+  const hasMore = rows.length > input.limit;
+  const page = rows.slice(0, input.limit).map((r) => toMessageView(r.m, r.a));
+  if (!forward) page.reverse();
+  const first = page[0];
+  const last = page.at(-1);
+  return {
+    messages: page,
+    hasMore,
+    startCursor: first ? encodeCursor(first.conversationId, first.seq) : null,
+    endCursor: last ? encodeCursor(last.conversationId, last.seq) : null,
+  };
+}
+
+// ---- read state --------------------------------------------------------------------------
+
+export interface ReadResult {
+  conversationId: string;
+  /** The reader's read position after the call (it never moves back). */
+  readSeq: number;
+  /** Messages of the other side still unread. */
+  unreadCount: number;
+}
+
+/** The conversation a read or typing call addresses: the open one, else the latest. */
+async function currentConversation(deps: Deps, viewer: ChatViewer, visitorId: string) {
+  if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
+  const ctx =
+    (await openConversation(deps.db, viewer.merchantId, visitorId)) ??
+    (await latestConversation(deps.db, viewer.merchantId, visitorId));
+  if (!ctx) throw new DomainError('NOT_FOUND', 'No conversation yet');
+  if (viewer.kind === 'agent' && ctx.conversation.agentId !== viewer.agentId && viewer.level !== 'admin')
+    throw new DomainError('NOT_ASSIGNED', 'This conversation is not assigned to you');
+  return ctx;
+}
+
+/**
+ * Marks the conversation read up to `seq` (capped at its last message; never backwards) and, when
+ * the position moved, sends a `message.read` receipt to both sides.
+ */
+export async function markRead(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<ReadResult> {
+  const input = readInput.parse(raw);
+  const visitorId = targetVisitor(viewer, input.visitorId);
+  const ctx = await currentConversation(deps, viewer, visitorId);
+  const column = viewer.kind === 'visitor' ? conversations.visitorReadSeq : conversations.agentReadSeq;
+  const readerId = viewer.kind === 'visitor' ? viewer.visitorId : viewer.agentId;
+  const moved = await deps.db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(conversations)
+      .set(
+        viewer.kind === 'visitor'
+          ? { visitorReadSeq: sql`least(${input.seq}::int, ${conversations.lastSeq})` }
+          : { agentReadSeq: sql`least(${input.seq}::int, ${conversations.lastSeq})` },
+      )
+      .where(
+        and(
+          eq(conversations.id, ctx.conversation.id),
+          sql`${column} < least(${input.seq}::int, ${conversations.lastSeq})`,
+        ),
+      )
+      .returning();
+    if (!row) return false;
+    const seq = viewer.kind === 'visitor' ? row.visitorReadSeq : row.agentReadSeq;
+    const data = {
+      conversationId: row.id,
+      visitorId: row.visitorId,
+      readerType: viewer.kind,
+      readerId,
+      seq,
+    };
+    for (const channel of [ctx.visitorChannel, ...(row.agentId ? [agentChannel(row.agentId)] : [])])
+      await enqueueEvent(tx, channel, 'message.read', data);
+    return true;
+  });
+  if (moved) await publishOutbox(deps);
+  const [after] = await deps.db
+    .select({
+      agentReadSeq: conversations.agentReadSeq,
+      visitorReadSeq: conversations.visitorReadSeq,
+      unread: viewer.kind === 'visitor' ? unreadForVisitor : unreadForAgent,
+    })
+    .from(conversations)
+    .where(eq(conversations.id, ctx.conversation.id));
+  return {
+    conversationId: ctx.conversation.id,
+    readSeq: (viewer.kind === 'visitor' ? after?.visitorReadSeq : after?.agentReadSeq) ?? 0,
+    unreadCount: Number(after?.unread ?? 0),
+  };
+}
+
+// ---- typing ------------------------------------------------------------------------------
+
+/**
+ * Tells the other side of the open conversation that the caller is typing (or stopped). Only
+ * published, never stored; `typing: true` at most once per TYPING_THROTTLE_SECONDS per sender
+ * and conversation (`published` false when throttled), `typing: false` always.
+ */
+export async function setTyping(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<{ published: boolean }> {
+  const input = typingInput.parse(raw ?? {});
+  const visitorId = targetVisitor(viewer, input.visitorId);
+  const ctx: ConversationContext = await currentConversation(deps, viewer, visitorId);
+  const c = ctx.conversation;
+  if (c.state === 'closed') throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
+  const who = sender(viewer);
+  if (input.typing) {
+    const limiter = deps.rateLimiter({ name: 'typing', points: 1, durationSeconds: TYPING_THROTTLE_SECONDS });
+    try {
+      await limiter.consume(`${c.id}:${who.type}:${who.id}`, () => 'typing throttled');
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'RATE_LIMITED') return { published: false };
+      throw error;
+    }
+  }
+  const to = viewer.kind === 'visitor' ? (c.agentId ? agentChannel(c.agentId) : null) : ctx.visitorChannel;
+  if (!to) return { published: false };
+  await publish(deps, to, 'typing', {
+    conversationId: c.id,
+    visitorId: c.visitorId,
+    senderType: who.type,
+    senderId: who.id,
+    typing: input.typing,
+  });
+  return { published: true };
+}

@@ -1,0 +1,99 @@
+import { asc, inArray, lt, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.js';
+import { eventOutbox } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { type EventData, type EventName, toWire } from './event-catalog.js';
+
+/**
+ * Publish after commit, through the `event_outbox` table. A chat operation writes its events
+ * as outbox rows in the transaction that changes the rows they describe (`enqueueEvent`), then,
+ * once committed, calls `publishOutbox`: under a cluster-wide advisory lock it publishes the
+ * pending rows in id order and deletes them in the same transaction. So an event is never seen
+ * before its rows are committed, events of one conversation go out in commit (= seq) order on
+ * every channel, and a crash between commit and publish leaves the rows for the next drain of
+ * any instance (the chat service drains periodically) — at least once, in order; a row published
+ * but not yet deleted when an instance dies is published again (clients dedupe by `seq` / id).
+ */
+
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+/** An arbitrary constant naming the outbox publisher among PostgreSQL advisory locks. */
+const OUTBOX_LOCK_ID = 7_302_104_222;
+/** Rows published per locked round. */
+const BATCH = 200;
+
+/** Writes an event to the outbox inside `tx`; it is published once `tx` has committed. */
+export async function enqueueEvent<N extends EventName>(tx: Tx, channel: string, name: N, data: EventData<N>) {
+  await tx.insert(eventOutbox).values({ channel, event: name, data: toWire(name, data) as object });
+}
+
+/** `db.execute()` answers `{rows}` on PGlite and an array on postgres.js. */
+export const rowsOf = <T>(result: unknown): T[] =>
+  Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
+
+/**
+ * One locked round: publishes up to BATCH pending rows in order and deletes them. `busy` when
+ * another publisher holds the lock (its round will or did publish what is committed).
+ */
+async function publishRound(deps: Deps, minAgeMs: number): Promise<'busy' | number> {
+  return deps.db.transaction(async (tx) => {
+    const [lock] = rowsOf<{ ok: boolean }>(
+      await tx.execute(sql`select pg_try_advisory_xact_lock(${OUTBOX_LOCK_ID}) as ok`),
+    );
+    if (!lock?.ok) return 'busy';
+    const rows = await tx
+      .select()
+      .from(eventOutbox)
+      .where(minAgeMs > 0 ? lt(eventOutbox.createdAt, new Date(deps.now() - minAgeMs)) : undefined)
+      .orderBy(asc(eventOutbox.id))
+      .limit(BATCH);
+    if (rows.length === 0) return 0;
+    // A failed publish throws: the transaction rolls back and the rows wait for the next drain.
+    for (const row of rows) await deps.bus.publish(row.channel, row.event, row.data);
+    await tx.delete(eventOutbox).where(
+      inArray(
+        eventOutbox.id,
+        rows.map((r) => r.id),
+      ),
+    );
+    return rows.length;
+  });
+}
+
+/**
+ * Publishes every committed outbox row (the caller's included). Waits while another publisher
+ * holds the lock, up to `waitMs`; what is left then is published by the periodic drain.
+ */
+export async function publishOutbox(deps: Deps, opts: { waitMs?: number } = {}): Promise<void> {
+  const deadline = Date.now() + (opts.waitMs ?? 2000);
+  for (;;) {
+    let result: 'busy' | number;
+    try {
+      result = await publishRound(deps, 0);
+    } catch (error) {
+      deps.metrics.eventDropped('publish_failed');
+      deps.log.warn({ err: (error as Error).message }, 'outbox: publish failed, left for the drain');
+      return;
+    }
+    if (result === 'busy') {
+      if (Date.now() > deadline) return;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      continue;
+    }
+    if (result < BATCH) return;
+  }
+}
+
+/**
+ * The drain every instance runs periodically: publishes rows older than `minAgeMs` (those whose
+ * writer crashed or failed to publish). Returns how many it published.
+ */
+export async function drainOutbox(deps: Deps, minAgeMs = 1000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const result = await publishRound(deps, minAgeMs);
+    if (result === 'busy') return total;
+    total += result;
+    if (result < BATCH) return total;
+  }
+}

@@ -1,0 +1,241 @@
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { eq } from 'drizzle-orm';
+import { type Config, loadConfig } from '../../src/config.js';
+import { agents, merchants } from '../../src/db/schema.js';
+import { buildDeps, type Deps } from '../../src/deps.js';
+import { createLogger } from '../../src/log.js';
+import { createAgent, createMerchant, issueOperatorVisitorToken } from '../../src/resolvers/admin.js';
+import { assignAgent } from '../../src/resolvers/conversations.js';
+import { createPresenceTracker, type PresenceTracker } from '../../src/resolvers/presence.js';
+import type { SessionPort } from '../../src/resolvers/session.js';
+import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
+import type { ChannelEvent } from '../../src/stores/bus.js';
+import { freshStores, type TestStores } from './test-app.js';
+
+/**
+ * The domain-level harness: real stores (PGlite in memory, or a fresh PostgreSQL database when
+ * DATABASE_URL is set; in-process stores, or Redis under a private prefix when REDIS_URL is set),
+ * migrated once per test file (worker), and factories built on the admin functions. Every test
+ * makes its own merchant, so tests never see each other's rows. No HTTP server.
+ */
+
+export type TestDeps = Deps & { close(): Promise<void> };
+
+let shared: Promise<{ deps: TestDeps; stores: TestStores }> | undefined;
+
+/** Options that change the deps' config (e.g. a shorter channel history). */
+function testConfig(stores: TestStores, env: Record<string, string> = {}): Config {
+  return loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'warn',
+    PGLITE_DIR: stores.pgliteDir,
+    ...(stores.databaseUrl ? { DATABASE_URL: stores.databaseUrl } : {}),
+    ...(stores.redisUrl ? { REDIS_URL: stores.redisUrl } : {}),
+    REDIS_PREFIX: stores.redisPrefix,
+    ...env,
+  });
+}
+
+const quietLog = () =>
+  createLogger(
+    'warn',
+    new Writable({
+      write(_chunk, _enc, done) {
+        done();
+      },
+    }),
+  );
+
+/** The worker's deps, built and migrated on first use; `releaseTestDeps` in afterAll. */
+export function testDeps(): Promise<TestDeps> {
+  shared ??= (async () => {
+    const stores = await freshStores();
+    const deps = await buildDeps(testConfig(stores), quietLog());
+    await deps.database.migrate();
+    return { deps, stores };
+  })();
+  return shared.then((s) => s.deps);
+}
+
+/**
+ * A second instance on the same stores (database, Redis prefix): for exactly-once checks across
+ * instances. With the embedded defaults (PGlite, in-process stores) nothing can be shared, so it
+ * is undefined there.
+ */
+export async function secondInstance(): Promise<TestDeps | undefined> {
+  await testDeps();
+  const s = await (shared as NonNullable<typeof shared>);
+  if (!s.stores.databaseUrl) return undefined;
+  return buildDeps(testConfig(s.stores), quietLog());
+}
+
+export async function releaseTestDeps() {
+  if (!shared) return;
+  const { deps, stores } = await shared;
+  shared = undefined;
+  await deps.close();
+  await stores.drop();
+}
+
+const stubSession = (state: SessionPort['state']): SessionPort => ({
+  id: `test-${randomBytes(6).toString('hex')}`,
+  state,
+  regenerate: async () => {},
+  save: async () => {},
+  destroy: async () => {},
+});
+
+export interface TestMerchant {
+  merchantId: string;
+  bid: string;
+  appkey: string;
+}
+
+/** Factories over one deps object; each call makes fresh rows with unique names. */
+export function factories(deps: Deps) {
+  const unique = () => randomBytes(5).toString('hex');
+  const trackers: PresenceTracker[] = [];
+
+  async function merchant(
+    opts: { switches?: Record<string, string>; maxConcurrentChats?: number; settings?: Record<string, unknown> } = {},
+  ): Promise<TestMerchant> {
+    const m = await createMerchant(deps, { bid: `t${unique()}`, appname: 'Test shop' });
+    const set: Partial<typeof merchants.$inferInsert> = {};
+    if (opts.switches) set.switches = opts.switches;
+    if (opts.maxConcurrentChats !== undefined) set.maxConcurrentChats = opts.maxConcurrentChats;
+    if (opts.settings) set.workbenchSettings = opts.settings;
+    if (Object.keys(set).length) await deps.db.update(merchants).set(set).where(eq(merchants.id, m.merchantId));
+    return { merchantId: m.merchantId, bid: m.bid, appkey: m.appkey };
+  }
+
+  /** An agent of `m` as the domain sees a logged-in one (its viewer). */
+  async function agent(
+    m: TestMerchant,
+    opts: {
+      level?: 'agent' | 'admin' | 'ticket_agent';
+      group?: string;
+      maxConcurrentChats?: number;
+      nickname?: string;
+    } = {},
+  ): Promise<AgentViewer> {
+    const username = `agent-${unique()}`;
+    const created = await createAgent(deps, {
+      bid: m.bid,
+      username,
+      password: 'test-password-1',
+      nickname: opts.nickname ?? username,
+      level: opts.level ?? 'agent',
+      ...(opts.group ? { group: opts.group } : {}),
+    });
+    if (opts.maxConcurrentChats !== undefined)
+      await deps.db
+        .update(agents)
+        .set({ maxConcurrentChats: opts.maxConcurrentChats })
+        .where(eq(agents.id, created.agentId));
+    return agentViewer(created.agentId);
+  }
+
+  async function agentViewer(agentId: string): Promise<AgentViewer> {
+    const [row] = await deps.db.select().from(agents).where(eq(agents.id, agentId));
+    if (!row) throw new Error(`no agent ${agentId}`);
+    const [m] = await deps.db.select().from(merchants).where(eq(merchants.id, row.merchantId));
+    const identity = { agentId: row.id, merchantId: row.merchantId, bid: m?.bid ?? '', level: row.level };
+    return {
+      kind: 'agent',
+      agentId: row.id,
+      merchantId: row.merchantId,
+      bid: identity.bid,
+      level: row.level,
+      agent: row,
+      session: stubSession({ createdAt: Date.now(), agent: identity }),
+    };
+  }
+
+  /** A visitor of `m` as the domain sees it (its viewer), through a real visitor token. */
+  async function visitor(m: TestMerchant, opts: { nickname?: string } = {}): Promise<VisitorViewer> {
+    const issued = await issueOperatorVisitorToken(deps, {
+      appkey: m.appkey,
+      nickname: opts.nickname ?? `visitor-${unique()}`,
+    });
+    return requireVisitor(deps, (issued as { token: string }).token);
+  }
+
+  /**
+   * Connects the agent the way a socket does (presence tracker): it goes online on every
+   * instance sharing the presence store, which drains its merchant's queue.
+   */
+  async function online(agentViewer: AgentViewer) {
+    const tracker = createPresenceTracker(deps);
+    trackers.push(tracker);
+    const connection = await tracker.connected(agentViewer);
+    return { disconnect: () => tracker.disconnected(connection) };
+  }
+
+  /** A visitor with an open conversation (assigned when an agent of its group is online). */
+  async function conversation(m: TestMerchant, opts: { nickname?: string } = {}) {
+    const v = await visitor(m, opts);
+    const assigned = await assignAgent(deps, v);
+    return { visitor: v, ...assigned };
+  }
+
+  return {
+    merchant,
+    agent,
+    agentViewer,
+    visitor,
+    online,
+    conversation,
+    async cleanup() {
+      await Promise.all(trackers.map((t) => t.close()));
+    },
+  };
+}
+
+/** Records the events of channels from now on; `stop` ends the subscriptions. */
+export function recordEvents(deps: Deps, channels: string[]) {
+  const controller = new AbortController();
+  const events: ChannelEvent[] = [];
+  const ready: Promise<void>[] = [];
+  for (const channel of channels) {
+    let resolveReady: () => void = () => {};
+    ready.push(new Promise<void>((r) => (resolveReady = r)));
+    void (async () => {
+      try {
+        for await (const event of deps.bus.subscribe(channel, { signal: controller.signal, maxQueued: 100_000 })) {
+          if (event.event === 'subscribed') {
+            resolveReady();
+            continue;
+          }
+          events.push(event);
+        }
+      } catch {
+        // ended
+      }
+    })();
+  }
+  return {
+    events,
+    /** Resolves once every subscription is live. */
+    ready: Promise.all(ready),
+    of: (name: string, channel?: string) =>
+      events.filter((e) => e.event === name && (channel === undefined || e.channel === channel)),
+    stop: () => controller.abort(),
+  };
+}
+
+/** Waits until `check` holds, polling; fails with `what` after `ms`. */
+export async function eventually<T>(check: () => T | Promise<T>, what: string, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
