@@ -9,16 +9,42 @@ import { badInput } from '../errors.js';
 // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/**
+ * The same rules as patterns, so the OpenAPI document states them (a refinement is invisible
+ * there): no control character; and for a required field, at least one non-space character.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: as above
+const NO_CONTROL = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: as above
+const NOT_BLANK =
+  /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*[^\s\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f][^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$/;
+
+/** Messages that name the rule a value broke (one pattern may carry two rules). */
+const stringErrors: z.ZodErrorMap = (issue, ctx) => {
+  if (issue.code === 'invalid_type') return { message: 'must be a single string' };
+  if (issue.code === 'invalid_string' && issue.validation === 'regex') {
+    const value = typeof ctx.data === 'string' ? ctx.data : '';
+    return { message: CONTROL.test(value) ? 'must not contain control characters' : 'is required' };
+  }
+  return { message: ctx.defaultError };
+};
 
 /** A single, well-formed string: no arrays, no control characters, no broken UTF-16. */
 export const text = (max: number) =>
   z
-    .string({ invalid_type_error: 'must be a single string' })
+    .string({ errorMap: stringErrors })
     .max(max, `must be at most ${max} characters`)
-    .refine((s) => !CONTROL.test(s), 'must not contain control characters')
+    .regex(NO_CONTROL)
     .refine((s) => !LONE_SURROGATE.test(s), 'must be valid Unicode text');
 
-const required = (max: number) => text(max).refine((s) => s.trim().length > 0, 'is required');
+/** As `text`, and not empty or blank. */
+const required = (max: number) =>
+  z
+    .string({ errorMap: stringErrors })
+    .min(1, 'is required')
+    .max(max, `must be at most ${max} characters`)
+    .regex(NOT_BLANK)
+    .refine((s) => !LONE_SURROGATE.test(s), 'must be valid Unicode text');
 
 export const loginInput = z.object({
   username: required(64),
