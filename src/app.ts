@@ -14,6 +14,7 @@ import { countSockets, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
+import { createChatService } from './resolvers/chat-service.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
@@ -45,6 +46,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);
+  // The chat's background work (outbox drain, idle close, queue retry): started with the server.
+  const chat = createChatService(deps);
 
   const app = express();
   app.disable('x-powered-by');
@@ -99,6 +102,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         server.once('error', reject);
         server.listen(config.port, config.host, () => resolve());
       });
+      chat.start();
       const { port } = server.address() as AddressInfo;
       log.info({ port, database: deps.database.kind, redis: Boolean(deps.redis) }, 'parley listening');
       return port;
@@ -112,6 +116,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         const timer = setTimeout(() => server.closeAllConnections(), 5000);
         await closed;
         clearTimeout(timer);
+        await chat.stop();
         await deps.close();
       })();
       return stopping;
