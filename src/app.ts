@@ -14,12 +14,12 @@ import { countSockets, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
-import { createChatService } from './resolvers/chat-service.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
 import { MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
+import { createConnectionCore } from './subscriptions/connection.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
@@ -46,8 +46,6 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);
-  // The chat's background work (outbox drain, idle close, queue retry): started with the server.
-  const chat = createChatService(deps);
 
   const app = express();
   app.disable('x-powered-by');
@@ -80,7 +78,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));
 
   const server = createServer(app);
-  const subscriptions = createSubscriptionServer(deps, yoga, sessions);
+  const connections = createConnectionCore(deps, sessions);
+  const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections);
   countSockets(subscriptions.wss, deps.metrics);
   server.on('upgrade', (req, socket, head) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/graphql') {
@@ -102,7 +101,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         server.once('error', reject);
         server.listen(config.port, config.host, () => resolve());
       });
-      chat.start();
+      deps.realtime.start();
       const { port } = server.address() as AddressInfo;
       log.info({ port, database: deps.database.kind, redis: Boolean(deps.redis) }, 'parley listening');
       return port;
@@ -116,7 +115,6 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         const timer = setTimeout(() => server.closeAllConnections(), 5000);
         await closed;
         clearTimeout(timer);
-        await chat.stop();
         await deps.close();
       })();
       return stopping;

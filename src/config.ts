@@ -27,6 +27,14 @@ export interface Config {
   logLevel: string;
   presenceGraceSeconds: number;
   channelHistorySize: number;
+  realtimeLimits: {
+    socketsPerIdentity: number;
+    socketsPerAddress: number;
+    subscriptionsPerIdentity: number;
+    subscriptionsPerAddress: number;
+    maxSockets: number;
+    maxSubscriptions: number;
+  };
   visitorTokenTtlSeconds: number;
   /** Serve Prometheus metrics at /metrics. */
   metricsEnabled: boolean;
@@ -75,6 +83,12 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
+  WS_MAX_SOCKETS_PER_IDENTITY: int(1, 1_000_000).default(20),
+  WS_MAX_SOCKETS_PER_ADDRESS: int(1, 1_000_000).default(200),
+  WS_MAX_SUBSCRIPTIONS_PER_IDENTITY: int(1, 10_000_000).default(100),
+  WS_MAX_SUBSCRIPTIONS_PER_ADDRESS: int(1, 10_000_000).default(1000),
+  WS_MAX_SOCKETS: int(1, 10_000_000).default(10_000),
+  WS_MAX_SUBSCRIPTIONS: int(1, 10_000_000).default(20_000),
   VISITOR_TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(30 * 86400),
   METRICS_ENABLED: bool.default('on'),
   OTEL_ENABLED: bool.default('off'),
@@ -139,6 +153,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,
     channelHistorySize: e.CHANNEL_HISTORY_SIZE,
+    realtimeLimits: {
+      socketsPerIdentity: e.WS_MAX_SOCKETS_PER_IDENTITY,
+      socketsPerAddress: e.WS_MAX_SOCKETS_PER_ADDRESS,
+      subscriptionsPerIdentity: e.WS_MAX_SUBSCRIPTIONS_PER_IDENTITY,
+      subscriptionsPerAddress: e.WS_MAX_SUBSCRIPTIONS_PER_ADDRESS,
+      maxSockets: e.WS_MAX_SOCKETS,
+      maxSubscriptions: e.WS_MAX_SUBSCRIPTIONS,
+    },
     visitorTokenTtlSeconds: e.VISITOR_TOKEN_TTL_SECONDS,
     metricsEnabled: e.METRICS_ENABLED,
     otelEnabled: e.OTEL_ENABLED,

@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { type Database, openDatabase } from './db/client.js';
 import type { Logger } from './log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
+import { createRealtimeService, type RealtimeService } from './resolvers/realtime.js';
 import { type EventBus, memoryEventBus, redisEventBus } from './stores/bus.js';
 import { type KeyValueStore, memoryKeyValueStore, redisKeyValueStore } from './stores/kv.js';
 import { memoryPresenceStore, type PresenceStore, redisPresenceStore } from './stores/presence-store.js';
@@ -26,6 +27,8 @@ export interface Deps {
   log: Logger;
   /** Counters and gauges the domain and adapters report to (no-ops when METRICS_ENABLED is off). */
   metrics: Metrics;
+  /** The instance's real-time service (Session-end watches, presence heartbeat); started by the app. */
+  realtime: RealtimeService;
   now: () => number;
 }
 
@@ -46,7 +49,7 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
         historySize: config.channelHistorySize,
       })
     : memoryEventBus({ historySize: config.channelHistorySize });
-  return {
+  const deps: Deps & { close(): Promise<void> } = {
     config,
     database,
     db: database.db,
@@ -64,11 +67,15 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
     log,
     metrics: createMetrics({ enabled: config.metricsEnabled }),
     now: Date.now,
+    realtime: undefined as unknown as RealtimeService, // set below: the service reads these deps
     async close() {
+      await deps.realtime.stop();
       await bus.close();
       subscriber?.disconnect();
       redis?.disconnect();
       await database.close();
     },
   };
+  deps.realtime = createRealtimeService(deps);
+  return deps;
 }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { Deps } from '../src/deps.js';
-import { watchSessionEnd } from '../src/resolvers/channels.js';
+import { createSessionEndWatches } from '../src/resolvers/channels.js';
 import { publishSessionEnded } from '../src/resolvers/events.js';
 import type { AgentViewer } from '../src/resolvers/viewer.js';
 import { type EventBus, memoryEventBus } from '../src/stores/bus.js';
@@ -26,24 +26,24 @@ function fixture() {
   const deps = { bus: counted, log } as unknown as Deps;
   const viewer = (sessionId: string) =>
     ({ kind: 'agent', agentId: 'a_one', session: { id: sessionId } }) as AgentViewer;
-  return { deps, open, viewer };
+  return { deps, open, viewer, watches: createSessionEndWatches(deps) };
 }
 
 describe('Session-end watches', () => {
   it('every wait on one agent channel shares one bus subscription; an end settles only its own Session', async () => {
-    const { deps, open, viewer } = fixture();
+    const { deps, open, viewer, watches } = fixture();
     const first = Array.from({ length: 30 }, () => new AbortController());
     const second = Array.from({ length: 30 }, () => new AbortController());
     const settled = { first: 0, second: 0 };
     const waits = [
       ...first.map((c) =>
-        watchSessionEnd(deps, viewer('session-one-0123456789'), c.signal).then((e) => {
+        watches.watch(viewer('session-one-0123456789'), c.signal).then((e) => {
           settled.first++;
           return e;
         }),
       ),
       ...second.map((c) =>
-        watchSessionEnd(deps, viewer('session-two-0123456789'), c.signal).then((e) => {
+        watches.watch(viewer('session-two-0123456789'), c.signal).then((e) => {
           settled.second++;
           return e;
         }),
@@ -67,7 +67,7 @@ describe('Session-end watches', () => {
     await sleep(20);
     expect(open.count).toBe(0);
     const later = new AbortController();
-    const wait = watchSessionEnd(deps, viewer('session-two-0123456789'), later.signal);
+    const wait = watches.watch(viewer('session-two-0123456789'), later.signal);
     await sleep(20);
     expect(open).toEqual({ count: 1, started: 2 });
     await publishSessionEnded(deps, 'a_one', ['session-two-0123456789'], 'disabled');
@@ -77,8 +77,8 @@ describe('Session-end watches', () => {
   });
 
   it('an already aborted signal resolves at once without subscribing', async () => {
-    const { deps, open, viewer } = fixture();
-    expect(await watchSessionEnd(deps, viewer('session-one-0123456789'), AbortSignal.abort())).toBeUndefined();
+    const { open, viewer, watches } = fixture();
+    expect(await watches.watch(viewer('session-one-0123456789'), AbortSignal.abort())).toBeUndefined();
     expect(open.started).toBe(0);
   });
 });

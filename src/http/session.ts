@@ -26,6 +26,11 @@ export interface SessionLayer {
   sessionIdOf(req: IncomingMessage): string | undefined;
   /** A SessionPort over the stored Session `sid`, for callers outside an HTTP request (WebSocket). */
   storedPort(sid: string): Promise<SessionPort | undefined>;
+  /**
+   * Like `storedPort`, but the read does not extend the Session's idle lifetime: an open socket
+   * does not keep its Session alive, only HTTP requests do (README "Real-time").
+   */
+  peekPort(sid: string): Promise<SessionPort | undefined>;
   store: Store;
 }
 
@@ -86,20 +91,33 @@ export function createSessionLayer(config: Config, redis: Redis | undefined): Se
     middleware: [tokenAsCookie, sessionMiddleware],
     sessionIdOf,
     store,
-    async storedPort(sid) {
-      const data = await promisify<string, SessionData | null | undefined>(store.get.bind(store))(sid);
-      if (!data) return undefined;
-      return {
-        id: sid,
-        state: data,
-        regenerate: async () => {
-          throw new Error('a stored session cannot be regenerated outside an HTTP request');
-        },
-        save: () => promisify<string, SessionData, void>(store.set.bind(store))(sid, data),
-        destroy: () => promisify<string, void>(store.destroy.bind(store))(sid),
-      };
-    },
+    storedPort: (sid) => portOver(sid, promisify<string, SessionData | null | undefined>(store.get.bind(store))),
+    // MemoryStore's get does not roll the lifetime; the Redis store's does (GETEX), so it peeks.
+    peekPort: (sid) =>
+      portOver(
+        sid,
+        store instanceof RollingRedisStore
+          ? (id) => store.peek(id)
+          : promisify<string, SessionData | null | undefined>(store.get.bind(store)),
+      ),
   };
+
+  async function portOver(
+    sid: string,
+    read: (sid: string) => Promise<SessionData | null | undefined>,
+  ): Promise<SessionPort | undefined> {
+    const data = await read(sid);
+    if (!data) return undefined;
+    return {
+      id: sid,
+      state: data,
+      regenerate: async () => {
+        throw new Error('a stored session cannot be regenerated outside an HTTP request');
+      },
+      save: () => promisify<string, SessionData, void>(store.set.bind(store))(sid, data),
+      destroy: () => promisify<string, void>(store.destroy.bind(store))(sid),
+    };
+  }
 }
 
 /**
@@ -171,6 +189,12 @@ class RollingRedisStore extends RedisStore {
   }
 
   private ended = (sid: string) => `sess-ended:${sid}`;
+
+  /** Reads a Session without extending its idle lifetime. */
+  async peek(sid: string): Promise<SessionData | null> {
+    const raw = await this.redis.get(this.prefix + sid);
+    return raw ? await this.serializer.parse(raw) : null;
+  }
 
   override async get(sid: string, cb?: StoreCallback) {
     try {

@@ -1,3 +1,5 @@
+import { eq } from 'drizzle-orm';
+import { merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import type { ChannelEvent } from '../stores/bus.js';
@@ -19,6 +21,22 @@ export function authorizeChannel(viewer: ChannelViewer, name: string): void {
     if (name === agentChannel(viewer.agentId) || name === globalChannel(viewer.bid)) return;
   }
   throw new DomainError('FORBIDDEN', `Not allowed to subscribe to channel ${JSON.stringify(name.slice(0, 100))}`);
+}
+
+/**
+ * A real-time connection names its merchant by `appkey` (spec: "`ws_address` and `appkey`");
+ * it must be the merchant of the identity it presents, so an identity cannot listen under
+ * another merchant's application.
+ */
+export async function requireOwnAppkey(deps: Deps, viewer: ChannelViewer, appkey: string): Promise<void> {
+  const [merchant] = await deps.db
+    .select({ appkey: merchants.appkey })
+    .from(merchants)
+    .where(eq(merchants.id, viewer.merchantId))
+    .limit(1);
+  if (merchant?.appkey !== appkey) {
+    throw new DomainError('FORBIDDEN', "appkey is not the merchant's of this identity");
+  }
 }
 
 /**
@@ -87,7 +105,7 @@ export function subscribeChannel(
     const onAbort = () => watch.abort();
     signal.addEventListener('abort', onAbort, { once: true });
     let ended: ChannelEvent | undefined;
-    void watchSessionEnd(deps, viewer, watch.signal).then((event) => {
+    void deps.realtime.sessionEnds.watch(viewer, watch.signal).then((event) => {
       ended = event && { ...event, channel: name };
       watch.abort();
     });
@@ -117,66 +135,76 @@ interface AgentChannelWatch {
   stop: AbortController;
 }
 
-const sessionEndWatches = new WeakMap<Deps['bus'], Map<string, AgentChannelWatch>>();
-
-/**
- * Resolves with the `session.ended` event of the viewer's Session, or undefined when `signal`
- * aborts first (or the watch fails). Transports use it to close a connection whose Session
- * ended; every agent socket and channel subscription waits on one, so the waits on an agent
- * channel share one bus subscription per instance instead of costing one each.
- */
-export function watchSessionEnd(
-  deps: Deps,
-  viewer: AgentViewer,
-  signal: AbortSignal,
-): Promise<ChannelEvent | undefined> {
-  if (signal.aborted) return Promise.resolve(undefined);
-  let watches = sessionEndWatches.get(deps.bus);
-  if (!watches) {
-    watches = new Map();
-    sessionEndWatches.set(deps.bus, watches);
-  }
-  const channel = agentChannel(viewer.agentId);
-  let watch = watches.get(channel);
-  if (!watch) {
-    const started: AgentChannelWatch = { waiters: new Set(), stop: new AbortController() };
-    watches.set(channel, started);
-    void followAgentChannel(deps, channel, started).finally(() => {
-      if (watches.get(channel) === started) watches.delete(channel);
-      for (const waiter of started.waiters) waiter.settle(undefined);
-    });
-    watch = started;
-  }
-  const shared = watch;
-  return new Promise((resolve) => {
-    const onAbort = () => waiter.settle(undefined);
-    const waiter: SessionEndWaiter = {
-      viewer,
-      settle(event) {
-        signal.removeEventListener('abort', onAbort);
-        shared.waiters.delete(waiter);
-        if (shared.waiters.size === 0) {
-          // The last one left: nobody else can join this watch any more.
-          if (watches.get(channel) === shared) watches.delete(channel);
-          shared.stop.abort();
-        }
-        resolve(event);
-      },
-    };
-    shared.waiters.add(waiter);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+/** The instance's waits for Session ends (owned by the real-time service, src/resolvers/realtime.ts). */
+export interface SessionEndWatches {
+  /**
+   * Resolves with the `session.ended` event of the viewer's Session, or undefined when `signal`
+   * aborts first (or the watch fails, or the watches are stopped).
+   */
+  watch(viewer: AgentViewer, signal: AbortSignal): Promise<ChannelEvent | undefined>;
+  /** Settles every wait with undefined and releases the bus subscriptions (graceful shutdown). */
+  stop(): void;
 }
 
-async function followAgentChannel(deps: Deps, channel: string, watch: AgentChannelWatch) {
-  try {
-    for await (const event of deps.bus.subscribe(channel, { signal: watch.stop.signal })) {
-      if (event.event !== SESSION_ENDED) continue;
-      for (const waiter of watch.waiters) if (endsSession(event, waiter.viewer)) waiter.settle(event);
+/**
+ * Waits for Session ends. Transports use them to close a connection whose Session ended; every
+ * agent socket and channel subscription waits on one, so the waits on an agent channel share
+ * one bus subscription per instance instead of costing one each. `deps.bus` is read when a
+ * watch starts (the composition root may wrap the bus after the deps are built).
+ */
+export function createSessionEndWatches(deps: Pick<Deps, 'bus' | 'log'>): SessionEndWatches {
+  const watches = new Map<string, AgentChannelWatch>();
+
+  async function follow(channel: string, watch: AgentChannelWatch) {
+    try {
+      for await (const event of deps.bus.subscribe(channel, { signal: watch.stop.signal })) {
+        if (event.event !== SESSION_ENDED) continue;
+        for (const waiter of watch.waiters) if (endsSession(event, waiter.viewer)) waiter.settle(event);
+      }
+    } catch (error) {
+      deps.log.warn({ err: (error as Error).message }, 'session watch stopped');
     }
-  } catch (error) {
-    deps.log.warn({ err: (error as Error).message }, 'session watch stopped');
   }
+
+  return {
+    watch(viewer, signal) {
+      if (signal.aborted) return Promise.resolve(undefined);
+      const channel = agentChannel(viewer.agentId);
+      let watch = watches.get(channel);
+      if (!watch) {
+        const started: AgentChannelWatch = { waiters: new Set(), stop: new AbortController() };
+        watches.set(channel, started);
+        void follow(channel, started).finally(() => {
+          if (watches.get(channel) === started) watches.delete(channel);
+          for (const waiter of started.waiters) waiter.settle(undefined);
+        });
+        watch = started;
+      }
+      const shared = watch;
+      return new Promise((resolve) => {
+        const onAbort = () => waiter.settle(undefined);
+        const waiter: SessionEndWaiter = {
+          viewer,
+          settle(event) {
+            signal.removeEventListener('abort', onAbort);
+            if (!shared.waiters.delete(waiter)) return;
+            if (shared.waiters.size === 0) {
+              // The last one left: nobody else can join this watch any more.
+              if (watches.get(channel) === shared) watches.delete(channel);
+              shared.stop.abort();
+            }
+            resolve(event);
+          },
+        };
+        shared.waiters.add(waiter);
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
+    },
+    stop() {
+      for (const watch of [...watches.values()]) for (const waiter of [...watch.waiters]) waiter.settle(undefined);
+      watches.clear();
+    },
+  };
 }
 
 /**

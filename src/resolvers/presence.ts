@@ -97,13 +97,16 @@ export interface PresenceTracker {
   connected(viewer: AgentViewer): Promise<string | undefined>;
   /** That socket closed: the agent stays online for the grace period, then may go offline. */
   disconnected(connection: string | undefined): Promise<void>;
+  /** Starts the heartbeat (the real-time service starts it with the instance). */
+  start(): void;
   /** Stops the timers (graceful shutdown); connections not reported closed simply expire. */
   close(): Promise<void>;
 }
 
 /**
  * Presence for one instance: records its agents' connections, refreshes them every
- * HEARTBEAT_MS, settles an agent when its grace period ends, and sweeps expired agents.
+ * HEARTBEAT_MS once started, settles an agent when its grace period ends, and sweeps expired
+ * agents. One per instance, owned by the real-time service (src/resolvers/realtime.ts).
  */
 export function createPresenceTracker(deps: Deps): PresenceTracker {
   const graceMs = deps.config.presenceGraceSeconds * 1000;
@@ -119,7 +122,8 @@ export function createPresenceTracker(deps: Deps): PresenceTracker {
     return run;
   };
 
-  const heartbeat = setInterval(() => {
+  let heartbeat: NodeJS.Timeout | undefined;
+  const beat = () => {
     void quietly('heartbeat', async () => {
       const until = deps.now() + CONNECTION_TTL_MS;
       for (const [connection, { agentId, bid }] of local) {
@@ -131,10 +135,14 @@ export function createPresenceTracker(deps: Deps): PresenceTracker {
       }
       await settleExpiredPresence(deps);
     });
-  }, HEARTBEAT_MS);
-  heartbeat.unref();
+  };
 
   return {
+    start() {
+      if (heartbeat) return;
+      heartbeat = setInterval(beat, HEARTBEAT_MS);
+      heartbeat.unref();
+    },
     async connected(viewer) {
       if (viewer.level === TICKET_AGENT) return undefined; // no online reception, no presence
       const connection = randomUUID();
@@ -160,6 +168,7 @@ export function createPresenceTracker(deps: Deps): PresenceTracker {
     },
     async close() {
       clearInterval(heartbeat);
+      heartbeat = undefined;
       for (const timer of graceTimers) clearTimeout(timer);
       graceTimers.clear();
       await Promise.allSettled([...pending]);

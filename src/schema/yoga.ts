@@ -11,6 +11,7 @@ import type { GraphQLContext } from './builder.js';
 import { schema } from './index.js';
 import { securityPlugins } from './security.js';
 import { sharedChannelResults } from './shared-results.js';
+import { subscriptionsOverSocketsOnly } from './subscription-transport.js';
 
 /** Server context: the express request, or (for sockets) the context already built by ws.ts. */
 interface ServerContext {
@@ -36,7 +37,12 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     logging: false,
     // One operation per request: batching would multiply every limit below.
     batching: false,
-    plugins: [...securityPlugins(deps.config), observabilityPlugin(deps), sharedChannelResults()],
+    plugins: [
+      ...securityPlugins(deps.config),
+      observabilityPlugin(deps),
+      subscriptionsOverSocketsOnly(),
+      sharedChannelResults(),
+    ],
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });
@@ -87,6 +93,8 @@ export function toGraphQLError(error: unknown, deps: Deps): GraphQLError {
   }
   return new GraphQLError(domain.message, {
     path: error instanceof GraphQLError ? error.path : undefined,
+    // Kept (never serialized) so a transport can recognise an error by its type (e.g. SlowConsumerError).
+    originalError: original instanceof Error ? original : undefined,
     extensions: {
       code: graphqlCodeOf(domain.code),
       ...(domain.retryAfterSeconds ? { retryAfter: domain.retryAfterSeconds } : {}),

@@ -1,243 +1,171 @@
 import type { IncomingMessage } from 'node:http';
-import { eq } from 'drizzle-orm';
-import { type ExecutionArgs, GraphQLError } from 'graphql';
+import {
+  type ExecutionArgs,
+  GraphQLError,
+  NoSchemaIntrospectionCustomRule,
+  specifiedRules,
+  type ValidationRule,
+} from 'graphql';
 import type { Context } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
-import type { Config } from '../config.js';
-import { merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
 import { clientIp, wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
-import { revalidateAgentSession, watchSessionEnd } from '../resolvers/channels.js';
-import { createPresenceTracker } from '../resolvers/presence.js';
-import { type AgentViewer, requireAgent, requireVisitor } from '../resolvers/viewer.js';
+import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { GraphQLServer } from '../schema/yoga.js';
-import { WsCloseCode } from './close-codes.js';
+import { SlowConsumerError } from '../stores/bus.js';
+import { wsCloseCodeOf } from './close-codes.js';
+import { type Connection, type ConnectionCore, ConnectionRefused, type SocketIdentity } from './connection.js';
+import { MAX_BUFFERED_BYTES, MAX_WS_PAYLOAD_BYTES } from './limits.js';
+import { verifyOrigin } from './origin.js';
 
-/** Largest message a client may send; subscriptions are small. */
-export const MAX_WS_PAYLOAD_BYTES = 16 * 1024;
+export { SESSION_REVALIDATE_MS, SUBSCRIBE_RATE } from './connection.js';
+export { MAX_SUBSCRIPTIONS_PER_SOCKET, MAX_WS_PAYLOAD_BYTES } from './limits.js';
+export { originAllowed } from './origin.js';
+
 /** A socket must send `connection_init` within this time. */
 export const CONNECTION_INIT_WAIT_MS = 5000;
-/** Operations one socket may run at once (an agent needs two channels, a visitor one). */
-export const MAX_SUBSCRIPTIONS_PER_SOCKET = 20;
-/** Bytes `ws` may hold for a socket that does not read; beyond, the socket is closed as a slow consumer. */
-export const MAX_BUFFERED_BYTES = 1024 * 1024;
-/** `subscribe` messages one socket may send per window; beyond, it is closed with 4429. */
-export const SUBSCRIBE_RATE = { max: 30, windowMs: 10_000 };
-/** How often a socket's identity is re-checked (an agent Session's idle expiry is silent in the store; a visitor token may be revoked). */
-export const SESSION_REVALIDATE_MS = 30_000;
 /** Ping interval; a socket that does not answer a ping within it is terminated. */
 const KEEPALIVE_MS = 12_000;
-/** After its Session ends, a socket gets this long to deliver the final events before it is closed. */
-const SESSION_END_FLUSH_MS = 2000;
 /** On shutdown, a socket that does not finish the close handshake in this time is cut. */
 const SHUTDOWN_CLOSE_MS = 3000;
-
-interface ConnectionParams {
-  appkey?: unknown;
-  token?: unknown;
-  authorization?: unknown;
-}
-
-/** What onConnect established for a socket, kept for every operation on it. */
-interface SocketIdentity {
-  identity: 'agent' | 'visitor';
-  sessionId?: string;
-  bearer?: string;
-}
-
-/** Per-socket bookkeeping: identity, the presence connection, and what to stop when it closes. */
-interface SocketState {
-  id: SocketIdentity;
-  presence?: string;
-  stop: AbortController;
-  revalidate?: NodeJS.Timeout;
-  ending?: boolean;
-  /** The current subscribe-rate window: when it began and how many `subscribe` messages it saw. */
-  window: { start: number; count: number };
-}
 
 type Extra = { socket: WebSocket; request: IncomingMessage };
 type SocketContext = Context<Record<string, unknown>, Extra>;
 
+/** What this adapter keeps per socket: the core's connection, and the releases of its operations. */
+interface SocketRecord {
+  connection: Connection;
+  ctx?: SocketContext;
+  releases: Map<string, () => void>;
+  /** Resolved once graphql-ws has finished with the socket (its onClose ran), for graceful shutdown. */
+  finished: Promise<void>;
+  finish(): void;
+}
+
 /**
- * graphql-ws on `ws`, sharing the yoga schema, plugins and error masking through
- * `getEnveloped`. The identity is fixed at `connection_init` (appkey + agent `token` or visitor
- * `authorization`, or the Session cookie of the upgrade request); a bad one closes with 4403.
- * Agent sockets feed presence and close with 4401 when their Session ends; slow consumers are
- * closed with 1013; shutdown closes with 1001 (see close-codes.ts). An upgrade from a foreign
- * browser Origin is refused with 403 (originAllowed); a socket sending more than SUBSCRIBE_RATE
- * `subscribe` messages is closed with 4429.
+ * graphql-ws on `ws` at `/graphql`: wiring between graphql-ws's hooks and the connection core
+ * (connection.ts), sharing the yoga schema, plugins and error masking through `getEnveloped`.
+ * The identity is fixed at `connection_init` (appkey + agent `token` or visitor `authorization`,
+ * or the Session cookie of the upgrade request); the core's ends map to close codes in
+ * close-codes.ts. An upgrade from a foreign browser Origin is refused with 403.
  *
  * Fan-out cost: a `channel` event is executed once per (document, variables) on the instance
  * (schema/shared-results.ts) and the Session-end watches of an agent's sockets share one bus
- * subscription (watchSessionEnd); what remains per subscriber is its iterator chain and
+ * subscription (the real-time service); what remains per subscriber is its iterator chain and
  * graphql-ws serializing its `next` message (BENCHMARKS.md).
  */
-export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessions: SessionLayer) {
+export function createSubscriptionServer(
+  deps: Deps,
+  yoga: GraphQLServer,
+  sessions: Pick<SessionLayer, 'sessionIdOf'>,
+  core: ConnectionCore,
+) {
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: MAX_WS_PAYLOAD_BYTES,
     perMessageDeflate: false,
-    // Cross-site WebSocket hijacking: a page on another site must not open a socket that carries
-    // the agent's Session cookie. Refused with 403 before the socket opens.
-    verifyClient: (
-      info: { origin?: string; secure: boolean; req: IncomingMessage },
-      done: (ok: boolean, code?: number, message?: string) => void,
-    ) => {
-      const allowed = originAllowed(info.origin, {
-        host: info.req.headers.host,
-        secure: requestIsSecure(info.req, deps.config),
-        allowedOrigins: deps.config.allowedOrigins,
-        publicWsAddress: deps.config.publicWsAddress,
-      });
-      if (allowed) done(true);
-      else done(false, 403, 'Origin not allowed');
-    },
+    verifyClient: verifyOrigin(deps.config),
   });
-  const states = new WeakMap<object, SocketState>();
-  const presence = createPresenceTracker(deps);
-  // Resolved once graphql-ws has finished with a socket (its onClose ran), for graceful shutdown.
-  const finished = new Map<WebSocket, { done: Promise<void>; resolve: () => void }>();
-  wss.on('connection', (socket: WebSocket) => {
-    let resolve = () => {};
-    const done = new Promise<void>((r) => {
-      resolve = r;
+  const records = new Map<WebSocket, SocketRecord>();
+  // Introspection is off in production on every transport (the HTTP plugin marks HTTP requests only).
+  const rules: readonly ValidationRule[] | undefined =
+    deps.config.env === 'production' ? [...specifiedRules, NoSchemaIntrospectionCustomRule] : undefined;
+
+  // Registered before useServer: a socket over a cap is closed before graphql-ws reads from it.
+  wss.on('connection', (socket: WebSocket, request: IncomingMessage) => {
+    let finish = () => {};
+    const finished = new Promise<void>((resolve) => {
+      finish = resolve;
     });
-    finished.set(socket, { done, resolve });
+    try {
+      const connection = core.open(
+        {
+          end: (why, reason) => socket.close(wsCloseCodeOf[why], reason),
+          activeSubscriptions: () => Object.keys(records.get(socket)?.ctx?.subscriptions ?? {}).length,
+        },
+        request,
+      );
+      records.set(socket, { connection, releases: new Map(), finished, finish });
+    } catch (error) {
+      if (!(error instanceof ConnectionRefused)) throw error;
+      socket.close(wsCloseCodeOf[error.end], error.message);
+    }
   });
 
-  const socketContext = (request: IncomingMessage, id: SocketIdentity): GraphQLContext => {
-    const sessionPort = () => (id.sessionId ? sessions.storedPort(id.sessionId) : Promise.resolve(undefined));
+  const socketContext = (request: IncomingMessage, connection: Connection): GraphQLContext => {
+    const identity = connection.identity as SocketIdentity;
     return {
       deps,
-      agent: async () => requireAgent(deps, await sessionPort()),
-      visitor: () => requireVisitor(deps, id.bearer),
-      identity: id.identity,
+      agent: async () => requireAgent(deps, await connection.sessionPort()),
+      visitor: () => requireVisitor(deps, identity.kind === 'visitor' ? identity.bearer : undefined),
+      identity: identity.kind,
       wsAddress: wsAddressFor(request, deps.config),
       clientIp: clientIp(request, deps.config),
     };
   };
 
-  /** Lets the final `session.ended` events go out, then closes with 4401. */
-  const endSocket = async (ctx: SocketContext, state: SocketState) => {
-    if (state.ending) return;
-    state.ending = true;
-    const deadline = Date.now() + SESSION_END_FLUSH_MS;
-    while (Object.keys(ctx.subscriptions).length > 0 && Date.now() < deadline && !state.stop.signal.aborted) {
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    ctx.extra.socket.close(WsCloseCode.SessionEnded, 'Session ended: log in again');
-  };
-
-  /** Presence, the Session-end watch and periodic revalidation of an accepted agent socket. */
-  const followAgent = async (ctx: SocketContext, state: SocketState, viewer: AgentViewer) => {
-    state.presence = await presence.connected(viewer);
-    const { signal } = state.stop;
-    if (signal.aborted) {
-      // The socket closed while presence was being recorded: onClose could not report it.
-      await presence.disconnected(state.presence);
-      return;
-    }
-    void watchSessionEnd(deps, viewer, signal).then((event) => {
-      if (event && !signal.aborted) void endSocket(ctx, state);
-    });
-    const sessionId = state.id.sessionId as string;
-    state.revalidate = setInterval(async () => {
-      const valid = await revalidateAgentSession(deps, await sessions.storedPort(sessionId).catch(() => undefined), {
-        agentId: viewer.agentId,
-        sessionId,
-      });
-      if (!valid && !signal.aborted) void endSocket(ctx, state);
-    }, SESSION_REVALIDATE_MS);
-    state.revalidate.unref();
-  };
-
-  /** A visitor socket closes (4403) once its token is revoked or expired, checked as often as Sessions. */
-  const followVisitor = (ctx: SocketContext, state: SocketState, context: GraphQLContext) => {
-    state.revalidate = setInterval(() => {
-      context.visitor().catch((error: unknown) => {
-        if (error instanceof DomainError && !state.stop.signal.aborted) {
-          ctx.extra.socket.close(WsCloseCode.Forbidden, 'Visitor token no longer valid');
-        }
-      });
-    }, SESSION_REVALIDATE_MS);
-    state.revalidate.unref();
+  const refusal = (error: unknown): readonly GraphQLError[] => {
+    if (!(error instanceof DomainError)) throw error;
+    return [new GraphQLError(error.message, { extensions: { code: graphqlCodeOf(error.code) } })];
   };
 
   const disposable = useServer<Record<string, unknown>, Extra>(
     {
       connectionInitWaitTimeout: CONNECTION_INIT_WAIT_MS,
       onConnect: async (ctx) => {
-        const params = (ctx.connectionParams ?? {}) as ConnectionParams;
         const { request, socket } = ctx.extra;
-        try {
-          const id = identify(params, request, sessions);
-          if (!id) return false;
-          const context = socketContext(request, id);
-          const viewer = id.identity === 'visitor' ? await context.visitor() : await context.agent();
-          const [merchant] = await deps.db
-            .select({ appkey: merchants.appkey })
-            .from(merchants)
-            .where(eq(merchants.id, viewer.merchantId))
-            .limit(1);
-          if (typeof params.appkey !== 'string' || merchant?.appkey !== params.appkey) return false;
-          if (socket.readyState !== socket.OPEN) return false; // left while we were checking
-          const state: SocketState = { id, stop: new AbortController(), window: { start: Date.now(), count: 0 } };
-          states.set(ctx, state);
-          if (viewer.kind === 'agent') await followAgent(ctx, state, viewer);
-          else followVisitor(ctx, state, context);
-          return true;
-        } catch {
-          return false; // graphql-ws closes with 4403 Forbidden
+        const record = records.get(socket);
+        if (!record) return false;
+        record.ctx = ctx;
+        const presented = presentedIdentity(ctx.connectionParams ?? {}, request, sessions);
+        if ('mistake' in presented) {
+          record.connection.end('forbidden', presented.mistake);
+          return false;
         }
+        try {
+          await record.connection.authenticate(presented.identity, presented.appkey);
+        } catch (error) {
+          if (!(error instanceof ConnectionRefused)) throw error;
+          record.connection.end(error.end, error.message);
+          return false;
+        }
+        return socket.readyState === socket.OPEN; // false: it left while we were checking
       },
       onClose: async (ctx) => {
-        const state = states.get(ctx);
-        states.delete(ctx);
-        if (state) {
-          state.stop.abort();
-          clearInterval(state.revalidate);
-          await presence.disconnected(state.presence);
-        }
-        finished.get(ctx.extra.socket)?.resolve();
-        finished.delete(ctx.extra.socket);
+        const record = records.get(ctx.extra.socket);
+        records.delete(ctx.extra.socket);
+        if (!record) return;
+        await record.connection.closed();
+        record.finish();
       },
-      onSubscribe: async (ctx, _id, payload) => {
-        const state = states.get(ctx);
-        if (!state || state.ending) {
-          return [
-            new GraphQLError('The Session of this socket ended: log in again', {
-              extensions: { code: 'UNAUTHENTICATED' },
-            }),
-          ];
+      onSubscribe: async (ctx, id, payload) => {
+        const record = records.get(ctx.extra.socket);
+        if (!record?.connection.viewer) return refusal(new DomainError('UNAUTHENTICATED', 'Not connected'));
+        let release: () => void;
+        try {
+          release = record.connection.admitSubscription();
+        } catch (error) {
+          return refusal(error);
         }
-        if (!withinSubscribeRate(state.window, Date.now())) {
-          ctx.extra.socket.close(WsCloseCode.TooManySubscribes, 'Too many subscribe requests');
-          return [new GraphQLError('Too many subscribe requests', { extensions: { code: 'RATE_LIMITED' } })];
-        }
-        if (Object.keys(ctx.subscriptions).length > MAX_SUBSCRIPTIONS_PER_SOCKET) {
-          return [
-            new GraphQLError(`At most ${MAX_SUBSCRIPTIONS_PER_SOCKET} operations at once on one socket`, {
-              extensions: { code: 'RATE_LIMITED' },
-            }),
-          ];
-        }
-        const contextValue = socketContext(ctx.extra.request, state.id);
+        record.releases.set(id, release);
         const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
           req: ctx.extra.request,
-          socketContext: contextValue,
+          socketContext: socketContext(ctx.extra.request, record.connection),
           params: payload,
         });
         // parse() and validate() judge only the client's document (syntax, depth, alias, token and
         // cost limits): whatever they throw is the client's error, answered on this operation.
         try {
           const document = parse(payload.query);
-          const errors = validate(schema, document);
-          if (errors.length > 0) return errors;
+          const errors = validate(schema, document, rules);
+          if (errors.length > 0) {
+            release();
+            return errors;
+          }
           return {
             schema,
             operationName: payload.operationName,
@@ -247,21 +175,35 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
             rootValue: { execute, subscribe },
           } as ExecutionArgs;
         } catch (error) {
+          release();
           if ((error as Error).name !== 'GraphQLError') throw error;
           return [new GraphQLError((error as Error).message, { extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })];
         }
       },
       execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
       subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => never }).subscribe(args),
-      onOperation: (ctx, _id, _payload, _args, result) => {
-        if (!isAsyncIterable(result)) return;
-        return closeSlowConsumer(result, ctx.extra.socket, () => deps.metrics.eventDropped('slow_consumer'));
+      onOperation: (ctx, id, _payload, _args, result) => {
+        const record = records.get(ctx.extra.socket);
+        const release = record?.releases.get(id) ?? (() => {});
+        record?.releases.delete(id);
+        if (!isAsyncIterable(result)) {
+          release(); // a single result (e.g. FORBIDDEN): the operation is over
+          return;
+        }
+        return followOperation(result, {
+          release,
+          onSlowConsumer: () => {
+            deps.metrics.eventDropped('slow_consumer');
+            record?.connection.end('slow_consumer', 'Slow consumer: reconnect and resume with since');
+          },
+        });
       },
       onNext: (ctx) => {
-        const { socket } = ctx.extra;
-        if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+        if (ctx.extra.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
           deps.metrics.eventDropped('slow_consumer');
-          socket.close(WsCloseCode.SlowConsumer, 'Slow consumer: reconnect and resume with since');
+          records
+            .get(ctx.extra.socket)
+            ?.connection.end('slow_consumer', 'Slow consumer: reconnect and resume with since');
         }
       },
     },
@@ -282,133 +224,109 @@ export function createSubscriptionServer(deps: Deps, yoga: GraphQLServer, sessio
 
   return {
     wss,
-    /** Closes every socket with 1001 (going away) and waits for them, for graceful shutdown. */
+    /** Closes every socket (going away) and waits for them, for graceful shutdown. */
     async close() {
       await Promise.all(
         [...wss.clients].map((socket) => {
           const cut = setTimeout(() => socket.terminate(), SHUTDOWN_CLOSE_MS);
-          socket.close(WsCloseCode.GoingAway, 'Server shutting down');
-          return (finished.get(socket)?.done ?? Promise.resolve()).finally(() => clearTimeout(cut));
+          const record = records.get(socket);
+          if (record) record.connection.end('going_away', 'Server shutting down');
+          else socket.close(wsCloseCodeOf.going_away, 'Server shutting down');
+          return (record?.finished ?? Promise.resolve()).finally(() => clearTimeout(cut));
         }),
       );
       await disposable.dispose();
-      await presence.close();
     },
   };
 }
 
-/** The code a subscription ends with when its consumer fell too far behind (bus SlowConsumerError). */
-const SLOW_CONSUMER = graphqlCodeOf('RATE_LIMITED');
-
 const isAsyncIterable = (value: unknown): value is AsyncIterableIterator<unknown> =>
   typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
 
+/** Whether a subscription's stream gave up on a slow consumer (recognised by type, through GraphQL's wrapping). */
+function isSlowConsumer(error: unknown): boolean {
+  let e = error;
+  for (let depth = 0; depth < 5 && e instanceof Error; depth++) {
+    if (e instanceof SlowConsumerError) return true;
+    e = (e as GraphQLError).originalError;
+  }
+  return false;
+}
+
 /**
- * Passes a subscription's results through; when its source gives up on a slow consumer (its
- * queue of undelivered events overflowed: a RATE_LIMITED error while streaming), closes the
- * socket with 1013 instead of sending an error, so the client reconnects and resumes with `since`.
+ * Passes a subscription's results through and releases its slot in the caps when it ends.
+ * When its source gives up on a slow consumer (SlowConsumerError while streaming), the
+ * connection is ended instead of sending an error, so the client reconnects and resumes.
  */
-function closeSlowConsumer<T>(
+function followOperation<T>(
   source: AsyncIterableIterator<T>,
-  socket: WebSocket,
-  onDrop: () => void,
+  hooks: { release: () => void; onSlowConsumer: () => void },
 ): AsyncIterableIterator<T> {
   const iterator: AsyncIterableIterator<T> = {
     async next() {
       try {
-        return await source.next();
+        const step = await source.next();
+        if (step.done) hooks.release();
+        return step;
       } catch (error) {
-        if ((error as GraphQLError).extensions?.code !== SLOW_CONSUMER) throw error;
-        onDrop();
-        socket.close(WsCloseCode.SlowConsumer, 'Slow consumer: reconnect and resume with since');
+        hooks.release();
+        if (!isSlowConsumer(error)) throw error;
+        hooks.onSlowConsumer();
         return { done: true, value: undefined };
       }
     },
-    return: () => source.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+    return: () => {
+      hooks.release();
+      return source.return?.() ?? Promise.resolve({ done: true, value: undefined });
+    },
     [Symbol.asyncIterator]: () => iterator,
   };
   return iterator;
 }
 
-/** Counts one `subscribe` in a fixed window of SUBSCRIBE_RATE; false once the window's allowance is spent. */
-export function withinSubscribeRate(window: { start: number; count: number }, now: number): boolean {
-  if (now - window.start >= SUBSCRIBE_RATE.windowMs) {
-    window.start = now;
-    window.count = 0;
-  }
-  window.count++;
-  return window.count <= SUBSCRIBE_RATE.max;
-}
-
-/** Whether this upgrade arrived over TLS: the socket itself, or a trusted proxy's X-Forwarded-Proto. */
-function requestIsSecure(req: IncomingMessage, config: Pick<Config, 'trustProxy'>): boolean | undefined {
-  if ((req.socket as { encrypted?: boolean }).encrypted) return true;
-  if (!config.trustProxy) return undefined; // a TLS-terminating proxy may be in front: unknown
-  const proto = req.headers['x-forwarded-proto'];
-  const first = (Array.isArray(proto) ? proto[0] : proto)?.split(',')[0]?.trim().toLowerCase();
-  return first === undefined ? false : first === 'https';
-}
-
-const originOf = (value: string): string | undefined => {
-  try {
-    const origin = new URL(value).origin;
-    return origin === 'null' ? undefined : origin;
-  } catch {
-    return undefined;
-  }
-};
-
-/**
- * The WebSocket Origin rule. No Origin header (a non-browser client): allowed. Otherwise the
- * Origin must be the gateway's own origin — the Host of the upgrade request with http (ws) or
- * https (wss); when whether the request came over TLS is unknown (a plain connection, maybe
- * behind a TLS-terminating proxy without TRUST_PROXY) either scheme — or the origin of
- * PUBLIC_WS_ADDRESS, or one of ALLOWED_ORIGINS. Anything else, including `null` and a
- * malformed Origin, is refused.
- */
-export function originAllowed(
-  origin: string | undefined,
-  gateway: { host?: string; secure?: boolean; allowedOrigins: readonly string[]; publicWsAddress?: string },
-): boolean {
-  if (origin === undefined) return true;
-  const asked = originOf(origin);
-  if (!asked) return false;
-  const own: string[] = [];
-  if (gateway.host) {
-    const schemes = gateway.secure === undefined ? ['http', 'https'] : [gateway.secure ? 'https' : 'http'];
-    for (const scheme of schemes) {
-      const o = originOf(`${scheme}://${gateway.host}`);
-      if (o) own.push(o);
-    }
-  }
-  if (gateway.publicWsAddress) {
-    const o = originOf(gateway.publicWsAddress.replace(/^ws/i, 'http'));
-    if (o) own.push(o);
-  }
-  for (const entry of gateway.allowedOrigins) {
-    const o = originOf(entry);
-    if (o) own.push(o);
-  }
-  return own.includes(asked);
-}
-
 const SESSION_ID = /^[A-Za-z0-9_-]{16,128}$/;
 
-/** Which identity a socket presents: a visitor Bearer token, else an agent Session. */
-function identify(
-  params: ConnectionParams,
+/** A `connection_init` member by name, in any capitalisation (`Authorization`, as HTTP headers are usually written). */
+function param(params: Record<string, unknown>, name: string): unknown {
+  if (name in params) return params[name];
+  const key = Object.keys(params).find((k) => k.toLowerCase() === name);
+  return key === undefined ? undefined : params[key];
+}
+
+/**
+ * Which identity a socket presents: a visitor Bearer token, else an agent Session (the `token`,
+ * else the Session cookie of the upgrade). A mistake is named in the close reason, without
+ * saying whether an identity exists.
+ */
+function presentedIdentity(
+  params: Record<string, unknown>,
   request: IncomingMessage,
-  sessions: SessionLayer,
-): SocketIdentity | undefined {
-  if (typeof params.authorization === 'string') {
-    const bearer = /^Bearer\s+(\S{1,512})$/i.exec(params.authorization)?.[1];
-    return bearer ? { identity: 'visitor', bearer } : undefined;
+  sessions: Pick<SessionLayer, 'sessionIdOf'>,
+): { identity: SocketIdentity; appkey: string } | { mistake: string } {
+  const appkey = param(params, 'appkey');
+  if (typeof appkey !== 'string' || appkey === '') {
+    return { mistake: "appkey missing: send the merchant's appkey in connection_init" };
   }
-  if (params.token !== undefined && params.token !== '') {
-    return typeof params.token === 'string' && SESSION_ID.test(params.token)
-      ? { identity: 'agent', sessionId: params.token }
-      : undefined;
+  const authorization = param(params, 'authorization');
+  if (authorization !== undefined) {
+    const bearer = typeof authorization === 'string' && /^Bearer\s+(\S{1,512})$/i.exec(authorization)?.[1];
+    return bearer
+      ? { identity: { kind: 'visitor', bearer }, appkey }
+      : { mistake: 'authorization must be "Bearer <visitor token>"' };
   }
-  const sessionId = sessions.sessionIdOf(request);
-  return sessionId ? { identity: 'agent', sessionId } : undefined;
+  const token = param(params, 'token');
+  if (token !== undefined && token !== '') {
+    return typeof token === 'string' && SESSION_ID.test(token)
+      ? { identity: { kind: 'agent', sessionId: token }, appkey }
+      : { mistake: 'token must be an agent Session ID (a visitor token goes in authorization as Bearer)' };
+  }
+  let sessionId: string | undefined;
+  try {
+    sessionId = sessions.sessionIdOf(request);
+  } catch {
+    return { mistake: 'token given more than once on the upgrade request' };
+  }
+  return sessionId
+    ? { identity: { kind: 'agent', sessionId }, appkey }
+    : { mistake: 'No identity: send token (agent) or authorization (Bearer visitor token), or log in' };
 }
