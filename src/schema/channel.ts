@@ -1,4 +1,5 @@
 import { subscribeChannel } from '../resolvers/channels.js';
+import { eventNames } from '../resolvers/event-catalog.js';
 import { channelName, eventId, parseInput } from '../resolvers/inputs.js';
 import { setAgentState } from '../resolvers/presence.js';
 import { loadAgentProfile } from '../resolvers/workbench.js';
@@ -14,8 +15,7 @@ const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implemen
     }),
     channel: t.exposeString('channel', { description: 'The channel name.' }),
     event: t.exposeString('event', {
-      description:
-        'Event name: `agent.login`, `agent.logout`, `agent.state`, `visitor.online`, `session.ended`, `history.gap`, or one posted to POST /internal/events.',
+      description: `Event name: one of the gateway's (${eventNames.map((n) => `\`${n}\``).join(', ')}; see README "Events"), or one posted to POST /internal/events.`,
     }),
     data: t.expose('data', { type: 'JSON', description: 'Event payload (see README "Real-time").' }),
     at: t.exposeString('at', { description: 'ISO-8601 publication time.' }),

@@ -1,10 +1,11 @@
+import { PATHS } from '/assets/contract.js';
 /**
  * What every page shares: calling the gateway's JSON endpoints, the captcha control, and a few
  * DOM helpers that only ever set text (never HTML), so nothing a server or visitor sends can
  * become markup.
  */
 
-export const LOGIN_PAGE = '/agent/login';
+export const LOGIN_PAGE = PATHS.LOGIN;
 
 /**
  * Calls a JSON endpoint with the browser's cookies and resolves with the HTTP status, headers

@@ -1,4 +1,5 @@
 import { byId, callJson, el, formatBytes, say, setAvatar } from '/assets/api.js';
+import { CODES } from '/assets/contract.js';
 import { describeSince, eventFeed, showConnection } from '/assets/feed.js';
 import { openChannels } from '/assets/realtime.js';
 
@@ -8,7 +9,7 @@ const status = byId('connection-status');
 const feed = eventFeed(byId('event-feed'));
 const picker = byId('attachment');
 const result = byId('attachment-result');
-const VISITOR_UNAUTHENTICATED = 1401;
+const VISITOR_UNAUTHENTICATED = CODES.VISITOR_UNAUTHENTICATED;
 
 /**
  * Upload kinds: which switch and which `upload_limits` member apply to a file. A switch the

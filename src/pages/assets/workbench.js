@@ -1,8 +1,9 @@
 import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/api.js';
+import { CLOSE, CODES, PATHS } from '/assets/contract.js';
 import { describeSince, eventFeed, showConnection } from '/assets/feed.js';
 import { openChannels } from '/assets/realtime.js';
 
-const TICKET_ENTRY = '/agent/ticket';
+const TICKET_ENTRY = PATHS.TICKET_ENTRY;
 const main = byId('main');
 const loadError = byId('load-error');
 const status = byId('connection-status');
@@ -41,13 +42,13 @@ async function load() {
     return;
   }
   const { status: http, body } = answer;
-  if (body.code === -1) return leaveTo(LOGIN_PAGE);
+  if (body.code === CODES.UNAUTHENTICATED) return leaveTo(LOGIN_PAGE);
   if (http === 403) return leaveTo(TICKET_ENTRY);
   if (body.code !== 0) {
     // A disabled account or a Session that no longer matches: show it and drop the local state.
     say(loadError, body.msg || 'The workbench could not be loaded.');
     clearState();
-    if (body.code === 1004) setTimeout(() => leaveTo(LOGIN_PAGE), 1500);
+    if (body.code === CODES.SESSION_MISMATCH) setTimeout(() => leaveTo(LOGIN_PAGE), 1500);
     return;
   }
   say(loadError, '');
@@ -178,8 +179,8 @@ function connect(data) {
       if (s.state === 'closed' && !dropped) {
         dropped = true;
         feed.note('Connection lost; reconnecting.', 'disconnected');
-        // 4401/4403: the server no longer accepts this Session; find out whether we are logged out.
-        if (s.code === 4401 || s.code === 4403) load();
+        // SessionEnded/Forbidden: the server no longer accepts this Session; find out whether we are logged out.
+        if (s.code === CLOSE.SessionEnded || s.code === CLOSE.Forbidden) load();
       }
       if (s.state === 'resubscribed') {
         dropped = false;

@@ -1,0 +1,66 @@
+// @ts-check
+// Generated from the server’s declarations by `npm run contract:print` (src/pages/contract.ts): do not edit.
+
+/** Envelope `code` of each error (0 is success). */
+export const CODES = Object.freeze({
+  "UNAUTHENTICATED": -1,
+  "VISITOR_UNAUTHENTICATED": 1401,
+  "FORBIDDEN": 1403,
+  "BAD_USER_INPUT": 1000,
+  "CAPTCHA_INVALID": 1001,
+  "LOGIN_FAILED": 1002,
+  "ACCOUNT_DISABLED": 1003,
+  "SESSION_MISMATCH": 1004,
+  "RATE_LIMITED": 1429,
+  "SMS_DISABLED": 1005,
+  "SMS_CODE_INVALID": 1006,
+  "SMS_SEND_FAILED": 1007,
+  "APPKEY_INVALID": 1008,
+  "VISITOR_IDENTITY_INVALID": 1009,
+  "NOT_FOUND": 1404,
+  "METHOD_NOT_ALLOWED": 1405,
+  "PAYLOAD_TOO_LARGE": 1413,
+  "CONVERSATION_CLOSED": 1201,
+  "ALREADY_CLAIMED": 1202,
+  "NOT_ASSIGNED": 1203,
+  "AGENT_UNAVAILABLE": 1204,
+  "RATING_NOT_ALLOWED": 1205,
+  "SERVICE_UNAVAILABLE": 1503,
+  "INTERNAL": 1500
+});
+
+/** WebSocket close codes the gateway sends. */
+export const CLOSE = Object.freeze({
+  "GoingAway": 1001,
+  "TryAgainLater": 1013,
+  "SessionEnded": 4401,
+  "Forbidden": 4403,
+  "InitTimeout": 4408,
+  "TooMany": 4429
+});
+
+/** Event names of the real-time channels. */
+export const EVENTS = Object.freeze({
+  "agent.login": "agent.login",
+  "agent.logout": "agent.logout",
+  "agent.state": "agent.state",
+  "session.ended": "session.ended",
+  "visitor.online": "visitor.online",
+  "message.created": "message.created",
+  "message.read": "message.read",
+  "typing": "typing",
+  "conversation.queued": "conversation.queued",
+  "conversation.assigned": "conversation.assigned",
+  "conversation.transferred": "conversation.transferred",
+  "conversation.closed": "conversation.closed",
+  "conversation.rating_invited": "conversation.rating_invited",
+  "subscribed": "subscribed",
+  "history.gap": "history.gap"
+});
+
+/** Entry pages. */
+export const PATHS = Object.freeze({
+  "LOGIN": "/agent/login",
+  "WORKBENCH": "/agent/",
+  "TICKET_ENTRY": "/agent/ticket"
+});
