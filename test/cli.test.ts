@@ -7,6 +7,7 @@ import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type CommandContext, runCommand } from '../src/cli/commands.js';
+import { WsCloseCode } from '../src/subscriptions/close-codes.js';
 import { agentSession, HttpClient } from './support/clients.js';
 import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp } from './support/test-app.js';
 
@@ -37,6 +38,9 @@ function subscribe(t: TestApp, token: string, appkey: string, channel: string) {
     webSocketImpl: WebSocket,
     connectionParams: { appkey, token },
     retryAttempts: 0,
+    // Not lazy: the client would close (1000) itself as soon as its one subscription completes.
+    lazy: false,
+    onNonLazyError: () => {}, // the close is recorded below
     on: {
       closed: (e) => {
         closeCode = (e as { code: number }).code;
@@ -64,7 +68,11 @@ function subscribe(t: TestApp, token: string, appkey: string, channel: string) {
   return {
     events,
     ready,
-    ended: () => completed || closeCode !== undefined || events.some((e) => e.event === 'session.ended'),
+    /** The subscription has its `subscribed` event: it is registered and will get what follows. */
+    subscribed: () => events.some((e) => e.event === 'subscribed'),
+    closed: () => closeCode !== undefined,
+    closeCode: () => closeCode,
+    completed: () => completed,
     dispose: () => client.dispose(),
   };
 }
@@ -138,14 +146,19 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     const second = await loginAs(t, 'dan', 'dan-password-1');
     const sub = subscribe(t, first.token, 'shop3-appkey', 'global-shop3');
     await sub.ready;
-    await new Promise((r) => setTimeout(r, 200)); // let the subscription register
+    await until(sub.subscribed, 'the subscription to register');
 
     const disabled = await cli(t, 'agent:disable', '--username', 'dan');
     expect(disabled.code).toBe(0);
     expect(disabled.json).toMatchObject({ username: 'dan', disabled: true, sessionsEnded: 2 });
 
     for (const { client } of [first, second]) expect((await client.json('/agent/data/get')).body.code).toBe(-1);
-    await until(sub.ended, 'the subscription to end');
+    // The Session's end is announced on the subscription, which completes, and the socket
+    // closes with 4401 (SessionEnded) — not any close or error.
+    await until(sub.closed, 'the socket to close');
+    expect(sub.events.at(-1)).toMatchObject({ event: 'session.ended', data: { reason: 'disabled' } });
+    expect(sub.completed()).toBe(true);
+    expect(sub.closeCode()).toBe(WsCloseCode.SessionEnded);
     await sub.dispose();
     const refused = await new HttpClient(t.url).login('dan', 'dan-password-1');
     expect(refused.body.code).toBe(1003); // ACCOUNT_DISABLED
@@ -180,7 +193,7 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     const { token } = await agentSession(t.url, 'alice');
     const sub = subscribe(t, token, 'demo-appkey', 'global-demo');
     await sub.ready;
-    await new Promise((r) => setTimeout(r, 200));
+    await until(sub.subscribed, 'the subscription to register');
 
     const viaApi = await cli(
       t,
