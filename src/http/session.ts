@@ -7,6 +7,7 @@ import session, { MemoryStore, type SessionData, type Store } from 'express-sess
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { badInput } from '../errors.js';
+import { CAPTCHA_TTL_SECONDS } from '../resolvers/captcha.js';
 import type { SessionPort, SessionState } from '../resolvers/session.js';
 import { queryOf, singleHeader } from './request.js';
 
@@ -15,6 +16,14 @@ declare module 'express-session' {
 }
 
 const NO_SUCH_SESSION = '-';
+
+/**
+ * Lifetime (idle, rolling) of a Session that holds no login yet — one made to carry a captcha
+ * answer or a pending SMS code: no longer than that captcha or code lives. Fetching captchas in
+ * a loop then leaves at most five minutes' worth of small keys behind, not eight hours' worth.
+ */
+export const PRE_LOGIN_SESSION_TTL_SECONDS = CAPTCHA_TTL_SECONDS;
+const isPreLogin = (sess: SessionData | null | undefined) => Boolean(sess && !sess.agent);
 
 /** The session cookie's name (documented in the README). */
 export const SESSION_COOKIE = 'parley.sid';
@@ -200,6 +209,8 @@ class RollingRedisStore extends RedisStore {
     try {
       const raw = await this.redis.getex(this.prefix + sid, 'EX', this.ttlSeconds);
       const data = raw ? await this.serializer.parse(raw) : null;
+      // A pre-login Session rolls on its own short lifetime (a second round trip, pre-login only).
+      if (isPreLogin(data)) await this.redis.expire(this.prefix + sid, PRE_LOGIN_SESSION_TTL_SECONDS);
       cb?.(null, data);
       return data;
     } catch (error) {
@@ -216,7 +227,7 @@ class RollingRedisStore extends RedisStore {
         this.prefix + sid,
         this.ended(sid),
         this.serializer.stringify(sess),
-        String(this.ttlSeconds),
+        String(isPreLogin(sess) ? PRE_LOGIN_SESSION_TTL_SECONDS : this.ttlSeconds),
       );
       cb?.(null);
     } catch (error) {
@@ -238,19 +249,28 @@ class RollingRedisStore extends RedisStore {
   }
 }
 
-/** The in-process store, with the same tombstones as the Redis one (see RollingRedisStore). */
+/**
+ * The in-process store, with the same tombstones as the Redis one (see RollingRedisStore) and
+ * the same short lifetime for pre-login Sessions; expired Sessions are swept every minute.
+ */
 class EmbeddedSessionStore extends MemoryStore {
   private readonly endedUntil = new Map<string, number>();
 
   constructor(private readonly ttlSeconds: number) {
     super();
+    // MemoryStore drops an expired Session only when it is read: sweep, so unread ones go too.
+    setInterval(() => this.all(() => {}), 60_000).unref();
   }
 
   override set(sid: string, sess: SessionData, cb?: (err?: unknown) => void) {
     const until = this.endedUntil.get(sid);
     if (until !== undefined && until > Date.now()) return cb?.();
     this.endedUntil.delete(sid);
-    super.set(sid, sess, cb);
+    super.set(sid, shortenPreLogin(sess), cb);
+  }
+
+  override touch(sid: string, sess: SessionData, cb?: () => void) {
+    super.touch(sid, shortenPreLogin(sess), cb);
   }
 
   override destroy(sid: string, cb?: (err?: unknown) => void) {
@@ -259,6 +279,16 @@ class EmbeddedSessionStore extends MemoryStore {
     this.endedUntil.set(sid, now + this.ttlSeconds * 1000);
     super.destroy(sid, cb);
   }
+}
+
+/** A pre-login Session stored with an expiry no later than PRE_LOGIN_SESSION_TTL_SECONDS from now (MemoryStore reads `cookie.expires`). */
+function shortenPreLogin(sess: SessionData): SessionData {
+  if (!isPreLogin(sess)) return sess;
+  const limit = Date.now() + PRE_LOGIN_SESSION_TTL_SECONDS * 1000;
+  const expires = sess.cookie?.expires ? new Date(sess.cookie.expires).getTime() : Number.POSITIVE_INFINITY;
+  if (expires <= limit) return sess;
+  const cookie = { ...JSON.parse(JSON.stringify(sess.cookie)), expires: new Date(limit).toISOString() };
+  return { ...sess, cookie } as SessionData;
 }
 
 /** The domain's view of the Session of an express request. */

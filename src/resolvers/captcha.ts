@@ -10,6 +10,13 @@ export type CaptchaPurpose = 'login' | 'join';
 /** An answer not used within this time expires anyway. */
 export const CAPTCHA_TTL_SECONDS = 300;
 
+/**
+ * Wrong captcha answers per client address (login and registration together), within 15
+ * minutes, then refused for 15 minutes. Counted before the comparison (a right answer gives its
+ * point back), so parallel guesses cannot get more compared than this.
+ */
+export const CAPTCHA_FAILURES = { name: 'captcha-fail-ip', points: 30, durationSeconds: 900, blockSeconds: 900 };
+
 const captchaKey = (purpose: CaptchaPurpose, sessionId: string) => `captcha:${purpose}:${sessionId}`;
 
 /**
@@ -43,13 +50,26 @@ export async function issueCaptcha(deps: Deps, session: SessionPort, purpose: Ca
 /**
  * Takes the Session's captcha answer out of the store in one atomic step and compares it:
  * right or wrong it is gone, so of parallel requests carrying one answer at most one passes.
+ * A wrong answer counts toward the address's CAPTCHA_FAILURES; past it every answer is refused
+ * with RATE_LIMITED until the block ends.
  */
-export async function consumeCaptcha(deps: Deps, sessionId: string, purpose: CaptchaPurpose, given: string) {
-  const stored = decode(await deps.kv.take(captchaKey(purpose, sessionId)));
+export async function consumeCaptcha(
+  deps: Deps,
+  sessionId: string,
+  purpose: CaptchaPurpose,
+  given: string,
+  clientIp: string,
+) {
+  const failures = deps.rateLimiter(CAPTCHA_FAILURES);
+  const [stored] = await Promise.all([
+    deps.kv.take(captchaKey(purpose, sessionId)).then(decode),
+    failures.consume(clientIp, (wait) => `Too many wrong captchas, please wait ${wait} seconds before trying again`),
+  ]);
   const ok =
     stored !== undefined && stored.expiresAt > deps.now() && sameText(stored.answer, given.trim().toLowerCase());
   if (!ok && purpose === 'login') deps.metrics.loginFailed('captcha');
   if (!ok) throw new DomainError('CAPTCHA_INVALID', 'Wrong or expired captcha, please enter the new one');
+  await failures.reward(clientIp);
 }
 
 /**

@@ -25,10 +25,21 @@ export interface LoginResult {
 export const WORKBENCH_PATH = '/agent/';
 export const TICKET_ENTRY_PATH = '/agent/ticket';
 
-// Brute-force limits: attempts per account (case-folded; a success resets them) and failures
-// per client address, each within 15 minutes, then locked for 15 minutes.
+// Brute-force limits: attempts per account (case-folded; a success resets them) and failed
+// attempts per client address, each within 15 minutes, then locked for 15 minutes. Both are
+// counted before the password is compared (a success gives the address's point back), so a burst
+// of parallel guesses gets no more compared than the limit.
 const ACCOUNT_ATTEMPTS = { name: 'login-account', points: 5, durationSeconds: 900, blockSeconds: 900 };
 const IP_FAILURES = { name: 'login-fail-ip', points: 30, durationSeconds: 900, blockSeconds: 900 };
+/**
+ * The account lock must not deny service: an address the account logged in from successfully
+ * within KNOWN_ADDRESS_TTL_SECONDS keeps a budget of its own while the account is locked, so an
+ * attacker elsewhere cannot lock the agent out of its usual office (guesses from that address are
+ * still limited, to this many).
+ */
+const KNOWN_ADDRESS_ATTEMPTS = { name: 'login-known-address', points: 5, durationSeconds: 900, blockSeconds: 900 };
+export const KNOWN_ADDRESS_TTL_SECONDS = 30 * 86_400;
+const knownAddressKey = (account: string, clientIp: string) => `login-known:${account}:${clientIp}`;
 
 const LOGIN_FAILED_MSG = 'Wrong username or password';
 
@@ -43,26 +54,20 @@ export async function login(
   input: LoginInput,
   clientIp: string,
 ): Promise<LoginResult> {
-  await consumeCaptcha(deps, session.id, 'login', input.captcha);
+  await consumeCaptcha(deps, session.id, 'login', input.captcha, clientIp);
 
   const account = input.username.trim().toLowerCase();
   const accountLimiter = deps.rateLimiter(ACCOUNT_ATTEMPTS);
   const ipLimiter = deps.rateLimiter(IP_FAILURES);
-  // The account's attempt is taken before the password is compared (atomically, in the shared
-  // store), so a burst of parallel guesses gets no more than ACCOUNT_ATTEMPTS compared; a
-  // success gives them back. The address counts failures only: many agents share one NAT.
-  const [accountLocked, ipWait] = await Promise.all([
-    accountLimiter
-      .consume(account, () => LOGIN_FAILED_MSG)
-      .then(
-        () => false,
-        (error: unknown) => {
-          if (error instanceof DomainError && error.code === 'RATE_LIMITED') return true;
-          throw error;
-        },
-      ),
-    ipLimiter.isBlocked(clientIp),
+  // Both attempts are taken before the password is compared (atomically, in the shared store),
+  // so a burst of parallel guesses gets no more than the limits compared. The address's point is
+  // given back on success: it counts failures only, as many agents share one NAT.
+  const [accountSpent, ipSpent] = await Promise.all([
+    accountLimiter.consume(account, () => LOGIN_FAILED_MSG).then(() => false, spent),
+    ipLimiter.consume(clientIp, () => LOGIN_FAILED_MSG).then(() => false, spent),
   ]);
+  // A locked account still lets in an address it logged in from before, within that address's own budget.
+  const accountLocked = accountSpent && !(await knownAddressMayTry(deps, account, clientIp));
 
   const [row] = await deps.db
     .select({ agent: agents, bid: merchants.bid })
@@ -73,17 +78,20 @@ export async function login(
   // Always hash, so a locked account, an unknown user and a wrong password cost the same time.
   const passwordOk = await verifyPassword(row?.agent.passwordHash, input.password);
 
-  if (accountLocked || ipWait > 0) deps.metrics.loginLocked(accountLocked ? 'account' : 'ip');
-  if (accountLocked || ipWait > 0) throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
+  if (accountLocked || ipSpent) deps.metrics.loginLocked(accountLocked ? 'account' : 'ip');
+  if (accountLocked || ipSpent) throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
   if (!row || !passwordOk) {
     deps.metrics.loginFailed('credentials');
-    await ipLimiter.consume(clientIp, () => LOGIN_FAILED_MSG).catch(() => {});
     throw new DomainError('LOGIN_FAILED', LOGIN_FAILED_MSG);
   }
   const { agent, bid } = row;
   if (agent.disabled) deps.metrics.loginFailed('disabled');
   if (agent.disabled) throw new DomainError('ACCOUNT_DISABLED', 'This agent account is disabled');
-  await accountLimiter.reset(account);
+  await Promise.all([
+    accountLimiter.reset(account),
+    ipLimiter.reward(clientIp),
+    deps.kv.set(knownAddressKey(account, clientIp), '1', KNOWN_ADDRESS_TTL_SECONDS),
+  ]);
 
   await session.regenerate();
   session.state.createdAt = deps.now();
@@ -94,6 +102,24 @@ export async function login(
   await publishQuietly(deps, globalChannel(bid), 'agent.login', { agentId: agent.id, nickname: agent.nickname });
 
   return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
+}
+
+/** A rate limit's refusal as `true` (spent); any other error goes on. */
+function spent(error: unknown): boolean {
+  if (error instanceof DomainError && error.code === 'RATE_LIMITED') return true;
+  throw error;
+}
+
+/** Whether `clientIp` logged in to `account` before and still has attempts of its own while the account is locked. */
+async function knownAddressMayTry(deps: Deps, account: string, clientIp: string): Promise<boolean> {
+  if ((await deps.kv.get(knownAddressKey(account, clientIp))) === null) return false;
+  return deps
+    .rateLimiter(KNOWN_ADDRESS_ATTEMPTS)
+    .consume(`${account}|${clientIp}`, () => LOGIN_FAILED_MSG)
+    .then(
+      () => true,
+      (error: unknown) => !spent(error),
+    );
 }
 
 /**

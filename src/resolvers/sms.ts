@@ -50,14 +50,16 @@ export async function sendSmsCaptcha(
       'mobile must be a mainland-China mobile number (11 digits, starting 13–19)',
     );
   }
-  await consumeCaptcha(deps, session.id, 'join', input.captcha);
+  await consumeCaptcha(deps, session.id, 'join', input.captcha, clientIp);
   const wait = (seconds: number) => `Too many SMS requests, please wait ${seconds} seconds before trying again`;
-  // Checked one after the other: a refused request does not use up the wider quotas.
+  // Checked one after the other, the caller's own limits (Session, address) first: a refused
+  // request does not use up the wider quotas, and a caller over its quota cannot burn the
+  // quota of someone else's number.
   await deps.rateLimiter(LIMITS.session).consume(session.id, wait);
-  await deps.rateLimiter(LIMITS.mobile).consume(input.mobile, wait);
   await deps.rateLimiter(LIMITS.ip).consume(clientIp, wait);
-  await deps.rateLimiter(LIMITS.mobileDaily).consume(input.mobile, wait);
   await deps.rateLimiter(LIMITS.ipDaily).consume(clientIp, wait);
+  await deps.rateLimiter(LIMITS.mobile).consume(input.mobile, wait);
+  await deps.rateLimiter(LIMITS.mobileDaily).consume(input.mobile, wait);
 
   const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
   try {

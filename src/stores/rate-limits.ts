@@ -17,6 +17,8 @@ export interface RateLimiter {
   /** Whether `subject` is currently over the limit, without counting. */
   isBlocked(subject: string): Promise<number>;
   reset(subject: string): Promise<void>;
+  /** Gives back `points` counted earlier (an attempt that turned out not to count). */
+  reward(subject: string, points?: number): Promise<void>;
 }
 
 export type RateLimiterFactory = (limit: Limit) => RateLimiter;
@@ -60,6 +62,9 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
       },
       async reset(subject) {
         await limiter.delete(subject);
+      },
+      async reward(subject, points = 1) {
+        await limiter.reward(subject, points);
       },
     };
     made.set(id, rateLimiter);
