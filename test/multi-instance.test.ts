@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { createClient } from 'graphql-ws';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { WsCloseCode } from '../src/subscriptions/close-codes.js';
 import { HttpClient } from './support/clients.js';
+import { describeWhen } from './support/required.js';
 import { CAPTCHA, freshStores, INTERNAL_TOKEN, type TestStores } from './support/test-app.js';
 
 /**
@@ -84,8 +86,11 @@ async function until(check: () => boolean, what: string, ms = 10_000) {
   }
 }
 
-describe.skipIf(!REAL_SERVICES)(
-  'two gateway instances on one PostgreSQL and one Redis (needs DATABASE_URL and REDIS_URL)',
+describeWhen(
+  REAL_SERVICES,
+  'REQUIRE_SERVICES',
+  'two gateway instances on one PostgreSQL and one Redis',
+  'DATABASE_URL or REDIS_URL is unset (the embedded stores are single-process by design)',
   () => {
     let stores: TestStores;
     let a: Instance | undefined;
@@ -148,13 +153,16 @@ describe.skipIf(!REAL_SERVICES)(
     it('an event published on one instance reaches a subscriber on the other; a logout there ends it', async () => {
       const login = await new HttpClient(one().url).login('alice');
       const token = login.body.data.token as string;
-      const events: string[] = [];
+      const events: { event: string; data: unknown }[] = [];
       let closed: number | undefined;
       const client = createClient({
         url: two().wsUrl,
         webSocketImpl: WebSocket,
         connectionParams: { appkey: 'demo-appkey', token },
         retryAttempts: 0,
+        // Not lazy: the client would close (1000) itself as soon as its one subscription completes.
+        lazy: false,
+        onNonLazyError: () => {}, // the close is recorded below
         on: {
           closed: (e) => {
             closed = (e as { code: number }).code;
@@ -163,9 +171,9 @@ describe.skipIf(!REAL_SERVICES)(
       });
       let completed = false;
       client.subscribe(
-        { query: 'subscription { channel(name: "global-demo") { event } }' },
+        { query: 'subscription { channel(name: "global-demo") { event data } }' },
         {
-          next: (r) => events.push((r.data as { channel: { event: string } }).channel.event),
+          next: (r) => events.push((r.data as { channel: { event: string; data: unknown } }).channel),
           error: () => {
             completed = true;
           },
@@ -174,25 +182,26 @@ describe.skipIf(!REAL_SERVICES)(
           },
         },
       );
-      // Publish on gateway-1 until gateway-2's subscriber (registered a moment after connecting) sees it.
-      const deadline = Date.now() + 10_000;
-      while (!events.includes('multi.ping')) {
-        if (Date.now() > deadline) throw new Error('the event never crossed instances');
-        const res = await fetch(`${one().url}/internal/events`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${INTERNAL_TOKEN}` },
-          body: JSON.stringify({ channel: 'global-demo', event: 'multi.ping', data: { from: 'gateway-1' } }),
-        });
-        expect(res.status).toBe(202);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      // The subscription is registered on gateway-2 once its `subscribed` event arrives.
+      await until(() => events.some((e) => e.event === 'subscribed'), 'the subscribed event');
+      const res = await fetch(`${one().url}/internal/events`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${INTERNAL_TOKEN}` },
+        body: JSON.stringify({ channel: 'global-demo', event: 'multi.ping', data: { from: 'gateway-1' } }),
+      });
+      expect(res.status).toBe(202);
+      await until(() => events.some((e) => e.event === 'multi.ping'), 'the event to cross instances');
+      expect(events.filter((e) => e.event === 'multi.ping')).toEqual([
+        { event: 'multi.ping', data: { from: 'gateway-1' } },
+      ]);
 
       const logout = await new HttpClient(one().url).json('/agent/logout', { method: 'POST', headers: { token } });
       expect(logout.body.code).toBe(0);
-      await until(
-        () => completed || closed !== undefined || events.includes('session.ended'),
-        'the subscription to end',
-      );
+      // The logout on gateway-1 ends the subscription on gateway-2 with session.ended, then 4401.
+      await until(() => closed !== undefined, 'the socket to close');
+      expect(events.at(-1)).toMatchObject({ event: 'session.ended', data: { reason: 'logout' } });
+      expect(completed).toBe(true);
+      expect(closed).toBe(WsCloseCode.SessionEnded);
       await client.dispose();
     });
 
@@ -205,9 +214,3 @@ describe.skipIf(!REAL_SERVICES)(
     });
   },
 );
-
-describe.skipIf(REAL_SERVICES)('two gateway instances (skipped)', () => {
-  it('needs DATABASE_URL and REDIS_URL: the embedded stores are single-process by design', () => {
-    console.warn('multi-instance test skipped: set DATABASE_URL and REDIS_URL to run two gateways on shared stores');
-  });
-});
