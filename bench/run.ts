@@ -128,6 +128,13 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   CAPTCHA_TEST_ANSWER: CAPTCHA,
   INTERNAL_API_TOKEN: INTERNAL_TOKEN,
   SESSION_SECRET: 'bench-session-secret-0123456789abcdef0123',
+  // The fan-out rows open thousands of sockets as one agent from one address: above every cap.
+  WS_MAX_SOCKETS_PER_IDENTITY: '100000',
+  WS_MAX_SOCKETS_PER_ADDRESS: '100000',
+  WS_MAX_SUBSCRIPTIONS_PER_IDENTITY: '100000',
+  WS_MAX_SUBSCRIPTIONS_PER_ADDRESS: '100000',
+  WS_MAX_SOCKETS: '100000',
+  WS_MAX_SUBSCRIPTIONS: '100000',
   ...extra,
 });
 const probeFile = (name: string, kind: 'elu' | 'heap') => `/tmp/parley-${kind}-${stamp}-${name}.json`;
