@@ -29,3 +29,21 @@ export const realServices = {
   postgres: Boolean(process.env.DATABASE_URL),
   redis: Boolean(process.env.REDIS_URL),
 };
+
+/** `it` for one test that needs something outside the process; see describeWhen. */
+export function itWhen(
+  available: boolean,
+  requiredBy: 'REQUIRE_SERVICES' | 'REQUIRE_FAULTS',
+  name: string,
+  missing: string,
+  fn: () => Promise<void>,
+  timeout?: number,
+) {
+  if (available) return it(name, fn, timeout);
+  if (process.env[requiredBy] === '1') {
+    return it(`${name}: required (${requiredBy}=1) but ${missing}`, () => {
+      throw new Error(`${requiredBy}=1 but ${missing}`);
+    });
+  }
+  return it.skip(`${name} (skipped: ${missing}; ${requiredBy}=1 turns this skip into a failure)`, fn);
+}
