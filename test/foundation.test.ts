@@ -1,9 +1,60 @@
 import { spawn } from 'node:child_process';
+import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { freePort } from './support/private-services.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
+
+type Row = Record<string, unknown>;
+
+/** Runs a query on either driver (postgres.js answers an array, PGlite `{ rows }`). */
+async function rows(t: TestApp, query: SQL): Promise<Row[]> {
+  const result = (await t.app.deps.db.execute(query)) as unknown as Row[] | { rows: Row[] };
+  return Array.isArray(result) ? [...result] : result.rows;
+}
+
+/**
+ * Everything a migration could change: every column, index and constraint of the application's
+ * schemas, the migrations journal, and the rows of every table (count and digest).
+ */
+async function databaseSnapshot(t: TestApp) {
+  const schemas = sql`table_schema not in ('pg_catalog', 'information_schema')`;
+  const columns = await rows(
+    t,
+    sql`select table_schema, table_name, column_name, data_type, is_nullable, column_default
+        from information_schema.columns where ${schemas}
+        order by table_schema, table_name, column_name`,
+  );
+  const indexes = await rows(
+    t,
+    sql`select schemaname, tablename, indexname, indexdef from pg_indexes
+        where schemaname not in ('pg_catalog', 'information_schema') order by schemaname, indexname`,
+  );
+  const constraints = await rows(
+    t,
+    sql`select conname, pg_get_constraintdef(oid) as def from pg_constraint
+        where connamespace not in ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+        order by conname, def`,
+  );
+  const migrations = await rows(t, sql`select hash, created_at from drizzle.__drizzle_migrations order by id`);
+  const tables = await rows(
+    t,
+    sql`select table_schema, table_name from information_schema.tables
+        where ${schemas} and table_type = 'BASE TABLE' order by table_schema, table_name`,
+  );
+  const data: Record<string, unknown> = {};
+  for (const { table_schema, table_name } of tables) {
+    const name = `"${table_schema}"."${table_name}"`;
+    const [row] = await rows(
+      t,
+      sql.raw(`select count(*)::int as n, md5(coalesce(string_agg(r::text, ',' order by r::text), '')) as digest
+               from ${name} r`),
+    );
+    data[name] = row;
+  }
+  return { columns, indexes, constraints, migrations, data };
+}
 
 describe('configuration', () => {
   it('has safe defaults on a bare machine: port 3000, embedded PGlite, in-process stores, demo data', () => {
@@ -60,7 +111,11 @@ describe('health', () => {
   });
 
   it('migrations are idempotent: applying them again changes nothing', async () => {
+    const before = await databaseSnapshot(t);
+    expect(before.columns.length).toBeGreaterThan(20); // the snapshot sees the real schema
+    expect(before.migrations.length).toBeGreaterThan(0);
     await t.app.deps.database.migrate();
+    expect(await databaseSnapshot(t)).toEqual(before);
     const res = await fetch(`${t.url}/readyz`);
     expect(res.status).toBe(200);
   });
