@@ -4,7 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../src/auth/passwords.js';
 import { agents } from '../src/db/schema.js';
 import { agentSession, HttpClient, visitorToken } from './support/clients.js';
+import { describeWhen } from './support/required.js';
 import { CAPTCHA, freshStores, startTestApp, type TestApp, withClockAhead } from './support/test-app.js';
+import { eventually } from './support/ws.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -287,41 +289,47 @@ describe('Guards', () => {
   });
 });
 
-describe.skipIf(!process.env.REDIS_URL)('Several instances sharing one Redis (skipped: REDIS_URL is unset)', () => {
-  it("two instances recognise each other's Sessions and captchas", async () => {
-    const stores = await freshStores();
-    const one = await startTestApp({ stores });
-    const two = await startTestApp({ stores });
-    try {
-      // Captcha fetched on one instance, login submitted on the other.
-      const client = new HttpClient(one.url);
-      await client.captcha('login');
-      const cookie = cookieHeader(client);
-      const login = await new HttpClient(two.url).json('/agent/login/check', {
-        method: 'POST',
-        headers: { cookie },
-        form: { username: 'alice', password: 'alice-password', captcha: CAPTCHA },
-      });
-      expect(login.body.code).toBe(0);
-      const { token } = login.body.data;
-      for (const base of [one.url, two.url]) {
-        const byHeader = await new HttpClient(base).json('/agent/data/get', { headers: { token } });
-        expect(byHeader.body.data.agent.agent_id).toBe('a_alice');
+describeWhen(
+  Boolean(process.env.REDIS_URL),
+  'REQUIRE_SERVICES',
+  'Several instances sharing one Redis',
+  'REDIS_URL is unset',
+  () => {
+    it("two instances recognise each other's Sessions and captchas", async () => {
+      const stores = await freshStores();
+      const one = await startTestApp({ stores });
+      const two = await startTestApp({ stores });
+      try {
+        // Captcha fetched on one instance, login submitted on the other.
+        const client = new HttpClient(one.url);
+        await client.captcha('login');
+        const cookie = cookieHeader(client);
+        const login = await new HttpClient(two.url).json('/agent/login/check', {
+          method: 'POST',
+          headers: { cookie },
+          form: { username: 'alice', password: 'alice-password', captcha: CAPTCHA },
+        });
+        expect(login.body.code).toBe(0);
+        const { token } = login.body.data;
+        for (const base of [one.url, two.url]) {
+          const byHeader = await new HttpClient(base).json('/agent/data/get', { headers: { token } });
+          expect(byHeader.body.data.agent.agent_id).toBe('a_alice');
+        }
+        // Logout on one ends the Session on both.
+        expect(
+          (await new HttpClient(one.url).json('/agent/logout', { method: 'POST', headers: { token } })).body.code,
+        ).toBe(0);
+        expect((await new HttpClient(two.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(-1);
+      } finally {
+        await one.stop();
+        await two.stop();
+        await stores.drop();
       }
-      // Logout on one ends the Session on both.
-      expect(
-        (await new HttpClient(one.url).json('/agent/logout', { method: 'POST', headers: { token } })).body.code,
-      ).toBe(0);
-      expect((await new HttpClient(two.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(-1);
-    } finally {
-      await one.stop();
-      await two.stop();
-      await stores.drop();
-    }
-  });
-});
+    });
+  },
+);
 
-describe.skipIf(!process.env.REDIS_URL)('Sessions on Redis (skipped: REDIS_URL is unset)', () => {
+describeWhen(Boolean(process.env.REDIS_URL), 'REQUIRE_SERVICES', 'Sessions on Redis', 'REDIS_URL is unset', () => {
   it('reading a Session rolls its idle lifetime in Redis in the same round trip (GETEX)', async () => {
     const app = await startTestApp({ env: { SESSION_TTL_SECONDS: '600' } });
     try {
@@ -334,8 +342,11 @@ describe.skipIf(!process.env.REDIS_URL)('Sessions on Redis (skipped: REDIS_URL i
         if (String(args[1] ?? '').includes(token)) commands.push(String(args[0]).toLowerCase());
       });
       expect((await new HttpClient(app.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(0);
-      await new Promise((r) => setTimeout(r, 100));
-      const seen = [...commands];
+      // MONITOR reports commands in the order Redis ran them: once a marker sent after the
+      // request shows up, everything the request did on the Session has been seen.
+      await redis.echo(`end-of-request:${token}`);
+      await eventually(() => commands.includes('echo'), 'the marker in MONITOR');
+      const seen = commands.slice(0, commands.indexOf('echo'));
       monitor.disconnect();
       expect(seen).toEqual(['getex']);
       expect(await redis.ttl(`sess:${token}`)).toBeGreaterThan(590);
