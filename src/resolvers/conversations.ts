@@ -21,7 +21,7 @@ import {
 } from './chat-rows.js';
 import type { AgentBrief } from './event-catalog.js';
 import { agentChannel, globalChannel } from './events.js';
-import { text } from './inputs.js';
+import { parseInput, text } from './inputs.js';
 import { enqueueEvent, publishOutbox, type Tx } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT, type VisitorViewer } from './viewer.js';
 
@@ -90,14 +90,16 @@ export const rateInput = z.object({
 
 // ---- reading -----------------------------------------------------------------------------
 
+// Subqueries name the outer columns in full: drizzle leaves a column unqualified in a
+// single-table select, where it would bind to the subquery's own table.
 /** Visitor messages after the agent's read position: the `unread_count` of a `chatting` entry. */
-export const unreadForAgent = sql<number>`(select count(*)::int from "messages" um where um.conversation_id = ${conversations.id} and um.seq > ${conversations.agentReadSeq} and um.sender_type = 'visitor')`;
+export const unreadForAgent = sql<number>`(select count(*)::int from "messages" um where um.conversation_id = "conversations"."id" and um.seq > "conversations"."agent_read_seq" and um.sender_type = 'visitor')`;
 /** Agent messages after the visitor's read position. */
-export const unreadForVisitor = sql<number>`(select count(*)::int from "messages" um where um.conversation_id = ${conversations.id} and um.seq > ${conversations.visitorReadSeq} and um.sender_type = 'agent')`;
+export const unreadForVisitor = sql<number>`(select count(*)::int from "messages" um where um.conversation_id = "conversations"."id" and um.seq > "conversations"."visitor_read_seq" and um.sender_type = 'agent')`;
 /** Position in the queue of its group (oldest first), null unless queued. */
 const queuePositionSql = sql<
   number | null
->`case when ${conversations.state} = 'queued' then (select count(*)::int from "conversations" q where q.merchant_id = ${conversations.merchantId} and q.state = 'queued' and q.group_id is not distinct from ${conversations.groupId} and (q.queued_at, q.id) <= (${conversations.queuedAt}, ${conversations.id})) end`;
+>`case when "conversations"."state" = 'queued' then (select count(*)::int from "conversations" q where q.merchant_id = "conversations"."merchant_id" and q.state = 'queued' and q.group_id is not distinct from "conversations"."group_id" and (q.queued_at, q.id) <= ("conversations"."queued_at", "conversations"."id")) end`;
 
 async function viewOf(
   db: Deps['db'] | Tx,
@@ -163,7 +165,7 @@ export async function loadConversation(
   let visitorId: string;
   if (viewer.kind === 'agent') {
     requireOnlineReception(viewer);
-    visitorId = visitorRef.parse(raw).visitorId;
+    visitorId = parseInput(visitorRef, raw).visitorId;
     await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   } else visitorId = viewer.visitorId;
   const ctx =
@@ -190,7 +192,7 @@ function decodeCursor(cursor: string): (string | number)[] {
  */
 export async function listConversations(deps: Deps, viewer: AgentViewer, raw: unknown) {
   requireOnlineReception(viewer);
-  const input = listInput.parse(raw ?? {});
+  const input = parseInput(listInput, raw ?? {});
   if (input.scope === 'all' && viewer.level !== 'admin')
     throw new DomainError('FORBIDDEN', 'scope all is for administrators');
   const where: (SQL | undefined)[] = [eq(conversations.merchantId, viewer.merchantId)];
@@ -255,7 +257,7 @@ export async function listConversations(deps: Deps, viewer: AgentViewer, raw: un
  * one that joins its group's queue and is routed at once when an agent is available.
  */
 export async function assignAgent(deps: Deps, viewer: VisitorViewer, raw: unknown = {}): Promise<AssignResult> {
-  const input = assignInput.parse(raw ?? {});
+  const input = parseInput(assignInput, raw ?? {});
   const existing = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (existing) return assignResult(deps, existing.conversation.id);
   const groupId = await groupFor(deps, viewer.merchantId, input.groupId);
@@ -523,7 +525,7 @@ export async function drainAllQueues(deps: Deps): Promise<number> {
 /** An agent takes a queued conversation; of two agents claiming one, exactly one wins. */
 export async function claimConversation(deps: Deps, viewer: AgentViewer, raw: unknown): Promise<ConversationView> {
   requireOnlineReception(viewer);
-  const { visitorId } = visitorRef.parse(raw);
+  const { visitorId } = parseInput(visitorRef, raw);
   const now = deps.now();
   const conversationId = await deps.db.transaction(async (tx) => {
     const [agent] = await tx.select().from(agents).where(eq(agents.id, viewer.agentId)).for('update');
@@ -561,7 +563,7 @@ function requireMine(viewer: AgentViewer, ctx: ConversationContext) {
  */
 export async function transferConversation(deps: Deps, viewer: AgentViewer, raw: unknown): Promise<ConversationView> {
   requireOnlineReception(viewer);
-  const input = transferInput.parse(raw);
+  const input = parseInput(transferInput, raw);
   const now = deps.now();
   let target: Agent | undefined;
   if (input.toAgentId) {
@@ -649,7 +651,7 @@ export async function transferConversation(deps: Deps, viewer: AgentViewer, raw:
 /** Pins (`pinned` true, the default) or unpins an active conversation of the agent. */
 export async function pinConversation(deps: Deps, viewer: AgentViewer, raw: unknown): Promise<ConversationView> {
   requireOnlineReception(viewer);
-  const input = pinInput.parse(raw);
+  const input = parseInput(pinInput, raw);
   const conversationId = await deps.db.transaction(async (tx) => {
     const ctx = await requireOpen(tx, viewer.merchantId, input.visitorId);
     requireMine(viewer, ctx);
@@ -679,7 +681,7 @@ export async function closeConversation(
   let visitorId: string;
   if (viewer.kind === 'agent') {
     requireOnlineReception(viewer);
-    visitorId = visitorRef.parse(raw).visitorId;
+    visitorId = parseInput(visitorRef, raw).visitorId;
   } else visitorId = viewer.visitorId;
   const conversationId = await deps.db.transaction(async (tx) => {
     const ctx = await requireOpen(tx, viewer.merchantId, visitorId);
@@ -790,7 +792,7 @@ export async function closeIdleConversations(deps: Deps): Promise<number> {
  * `session_invite_resolved`) switch is on.
  */
 export async function rateConversation(deps: Deps, viewer: VisitorViewer, raw: unknown): Promise<ConversationView> {
-  const input = rateInput.parse(raw);
+  const input = parseInput(rateInput, raw);
   const [merchant] = await deps.db
     .select({ switches: merchants.switches })
     .from(merchants)

@@ -15,7 +15,7 @@ import {
 import { assignAgent, type ConversationState, unreadForAgent, unreadForVisitor } from './conversations.js';
 import type { MessageView } from './event-catalog.js';
 import { agentChannel, publish } from './events.js';
-import { text } from './inputs.js';
+import { parseInput, text } from './inputs.js';
 import { enqueueEvent, publishOutbox } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
@@ -116,7 +116,7 @@ async function storedSend(
  * conversation assigned to it. A repeated `clientMsgId` returns the stored message.
  */
 export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<SendResult> {
-  const input = sendInput.parse(raw);
+  const input = parseInput(sendInput, raw);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const who = sender(viewer);
   if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
@@ -229,7 +229,7 @@ export async function historyOnlyMine(deps: Deps, viewer: AgentViewer): Promise<
  * `history_only_mine` an agent sees only the conversations it was assigned and the queued one.
  */
 export async function listMessages(deps: Deps, viewer: ChatViewer, raw: unknown = {}): Promise<MessagePage> {
-  const input = historyInput.parse(raw ?? {});
+  const input = parseInput(historyInput, raw ?? {});
   if (input.before && input.after) throw badInput('give before or after, not both');
   const visitorId = targetVisitor(viewer, input.visitorId);
   if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
@@ -239,7 +239,7 @@ export async function listMessages(deps: Deps, viewer: ChatViewer, raw: unknown 
       or(
         eq(conversations.agentId, viewer.agentId),
         eq(conversations.state, 'queued'),
-        sql`exists (select 1 from "messages" sm where sm.conversation_id = ${conversations.id} and sm.sender_type = 'system' and sm.meta->>'event' in ('assigned', 'transferred') and (sm.meta->>'agent_id' = ${viewer.agentId} or sm.meta->>'to_agent_id' = ${viewer.agentId}))`,
+        sql`exists (select 1 from "messages" sm where sm.conversation_id = "conversations"."id" and sm.sender_type = 'system' and sm.meta->>'event' in ('assigned', 'transferred') and (sm.meta->>'agent_id' = ${viewer.agentId} or sm.meta->>'to_agent_id' = ${viewer.agentId}))`,
       ),
     );
   }
@@ -303,7 +303,7 @@ async function currentConversation(deps: Deps, viewer: ChatViewer, visitorId: st
  * the position moved, sends a `message.read` receipt to both sides.
  */
 export async function markRead(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<ReadResult> {
-  const input = readInput.parse(raw);
+  const input = parseInput(readInput, raw);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const ctx = await currentConversation(deps, viewer, visitorId);
   const column = viewer.kind === 'visitor' ? conversations.visitorReadSeq : conversations.agentReadSeq;
@@ -360,7 +360,7 @@ export async function markRead(deps: Deps, viewer: ChatViewer, raw: unknown): Pr
  * and conversation (`published` false when throttled), `typing: false` always.
  */
 export async function setTyping(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<{ published: boolean }> {
-  const input = typingInput.parse(raw ?? {});
+  const input = parseInput(typingInput, raw ?? {});
   const visitorId = targetVisitor(viewer, input.visitorId);
   const ctx: ConversationContext = await currentConversation(deps, viewer, visitorId);
   const c = ctx.conversation;

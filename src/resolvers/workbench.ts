@@ -3,6 +3,8 @@ import { preparedQuery } from '../db/prepared.js';
 import { type Agent, agentGroups, conversations, merchants, visitors, type WorkbenchExtensions } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
+import type { LastMessageItem } from './chat-rows.js';
+import { unreadForAgent } from './conversations.js';
 import { loadAttributeDefs, type VisitorAttributeDef } from './merchant.js';
 import { type AgentState, readAgentState } from './presence.js';
 import { type AgentViewer, requireOnlineReception } from './viewer.js';
@@ -18,8 +20,10 @@ export interface ChattingEntry {
   unreadCount: number;
   bot: number;
   accountState: string;
+  /** Whether this agent's history of the visitor is limited to the conversations it was assigned (README "Chat"). */
   historyOnlyMine: boolean;
-  items: unknown[];
+  /** The last message, as one summary item (README "Chat"); empty before the first message. */
+  items: LastMessageItem[];
 }
 
 export interface AgentProfile {
@@ -60,7 +64,7 @@ const groupsOf = preparedQuery((db) =>
 
 const openConversationsOf = preparedQuery((db) =>
   db
-    .select({ c: conversations, name: visitors.nickname })
+    .select({ c: conversations, name: visitors.nickname, unread: unreadForAgent })
     .from(conversations)
     // Both sides scoped by the agent's merchant: a row pointing across tenants shows nothing.
     .innerJoin(
@@ -95,19 +99,20 @@ export async function loadWorkbench(deps: Deps, viewer: AgentViewer, opts: { wsA
   if (!merchant)
     throw new DomainError('SESSION_MISMATCH', 'Invalid parameter: merchant not found, please log in again');
 
+  const onlyMine = viewer.level !== 'admin' && merchant.workbenchSettings.history_only_mine === true;
   return {
-    chatting: chats.map(({ c, name }) => ({
+    chatting: chats.map(({ c, name, unread }) => ({
       key: `visitor${c.visitorId}`,
       id: c.visitorId,
       name,
       type: 'visitor',
       timestamp: c.timestamp,
       pinnedAt: c.pinnedAt,
-      unreadCount: c.lastSeq - c.agentReadSeq,
+      unreadCount: Number(unread),
       bot: c.bot,
       accountState: c.accountState,
-      historyOnlyMine: c.historyOnlyMine,
-      items: c.items,
+      historyOnlyMine: onlyMine,
+      items: c.items as LastMessageItem[],
     })),
     agent: profile,
     agentGroups: groups.map((g) => ({ id: g.id, name: g.name, isDefault: g.isDefault })),

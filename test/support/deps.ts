@@ -5,11 +5,12 @@ import { type Config, loadConfig } from '../../src/config.js';
 import { agents, merchants } from '../../src/db/schema.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/log.js';
-import { createAgent, createMerchant, issueOperatorVisitorToken } from '../../src/resolvers/admin.js';
+import { createAgent, createMerchant } from '../../src/resolvers/admin.js';
 import { assignAgent } from '../../src/resolvers/conversations.js';
 import { createPresenceTracker, type PresenceTracker } from '../../src/resolvers/presence.js';
 import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
+import { issueVisitorToken } from '../../src/resolvers/visitor.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import { freshStores, type TestStores } from './test-app.js';
 
@@ -154,11 +155,13 @@ export function factories(deps: Deps) {
 
   /** A visitor of `m` as the domain sees it (its viewer), through a real visitor token. */
   async function visitor(m: TestMerchant, opts: { nickname?: string } = {}): Promise<VisitorViewer> {
-    const issued = await issueOperatorVisitorToken(deps, {
-      appkey: m.appkey,
-      nickname: opts.nickname ?? `visitor-${unique()}`,
-    });
-    return requireVisitor(deps, (issued as { token: string }).token);
+    // As POST /visitor/token issues it; a client address of its own keeps the per-IP limit out of the way.
+    const issued = await issueVisitorToken(
+      deps,
+      { appkey: m.appkey, nickname: opts.nickname ?? `visitor-${unique()}` },
+      `test-${unique()}`,
+    );
+    return requireVisitor(deps, issued.token);
   }
 
   /**
