@@ -226,7 +226,7 @@ describe('POST /internal/events', () => {
     // A late subscriber replays from the warm-up event: the posted one follows it.
     const replay = socket.channel(me.channel, first);
     await replay.waitFor('message.new');
-    expect(replay.events[0]).toMatchObject({ id: body.data.id, data: { text: 'hi', from: 'agent' } });
+    expect(replay.events[0]).toMatchObject({ position: body.data.id, data: { text: 'hi', from: 'agent' } });
     void sub;
   });
 
@@ -274,7 +274,7 @@ describe('no lost events on reconnect', () => {
     for (const name of ['m1', 'm2', 'm3']) await publish(t, me.channel, name);
     await sub.until((es) => es.length === 3, 'm1..m3');
     expect(sub.names()).toEqual(['m1', 'm2', 'm3']);
-    const lastSeen = sub.events.at(-1)?.id as string;
+    const lastSeen = sub.events.at(-1)?.position as string;
     await first.dispose();
 
     const missed = [];
@@ -285,7 +285,7 @@ describe('no lost events on reconnect', () => {
     for (const name of ['m7', 'm8', 'm9']) missed.push(await publish(t, me.channel, name));
     await resumed.until((es) => es.some((e) => e.event === 'm9'), 'm9');
     expect(resumed.names()).toEqual(['m4', 'm5', 'm6', 'm7', 'm8', 'm9']);
-    expect(resumed.events.map((e) => e.id)).toEqual(missed);
+    expect(resumed.events.map((e) => e.position)).toEqual(missed);
   });
 
   it('ids are monotonic within a channel', async () => {
@@ -300,6 +300,34 @@ describe('no lost events on reconnect', () => {
     }
   });
 
+  it('an event id is unique across channels (a logout on agent-… and global-…); since takes the position or the id', async () => {
+    const alice = await agent(t, 'alice');
+    const socket = agentSocket(t, alice.token);
+    const own = socket.channel(`agent-${alice.agentId}`);
+    const global = socket.channel('global-demo');
+    await eventually(() => own.cursor && global.cursor, 'both subscriptions started');
+    await alice.client.json('/agent/logout', { method: 'POST' });
+    const ends = [await own.waitFor('session.ended'), await global.waitFor('session.ended')];
+    // The same end, at the same position, on two channels: two objects for a normalizing cache.
+    expect(ends[0]?.position).toBe(ends[1]?.position);
+    expect(ends[0]?.id).toBe(`agent-${alice.agentId}:${ends[0]?.position}`);
+    expect(ends[1]?.id).toBe(`global-demo:${ends[1]?.position}`);
+
+    const me = await visitor(t);
+    const first = await publish(t, me.channel, 'one');
+    const second = await publish(t, me.channel, 'two');
+    const reader = visitorSocket(t, me.token);
+    const byPosition = reader.channel(me.channel, first);
+    const byId = reader.channel(me.channel, `${me.channel}:${first}`);
+    for (const sub of [byPosition, byId]) {
+      await sub.waitFor('two');
+      expect(sub.events.map((e) => e.position)).toEqual([second]);
+    }
+    // An id of another channel is not a position of this one.
+    const wrong = reader.channel(me.channel, `global-demo:${first}`);
+    expect(await refusal(wrong)).toBe('BAD_USER_INPUT');
+  });
+
   it('a since older than the history kept starts with history.gap, then the kept events', async () => {
     const me = await visitor(t);
     const ids = [];
@@ -310,13 +338,13 @@ describe('no lost events on reconnect', () => {
     const tooOld = socket.channel(me.channel, ids[0]);
     await tooOld.until((es) => es.length === HISTORY_SIZE + 1, 'the gap and the kept events');
     expect(tooOld.events[0]).toMatchObject({ event: 'history.gap', channel: me.channel, data: { since: ids[0] } });
-    expect(tooOld.events.slice(1).map((e) => e.id)).toEqual(kept);
+    expect(tooOld.events.slice(1).map((e) => e.position)).toEqual(kept);
 
     // The newest dropped event itself is no gap: everything after it is still there.
     const newestDropped = ids[ids.length - HISTORY_SIZE - 1] as string;
     const justInTime = socket.channel(me.channel, newestDropped);
     await justInTime.until((es) => es.length === HISTORY_SIZE, 'the kept events');
-    expect(justInTime.events.map((e) => e.id)).toEqual(kept);
+    expect(justInTime.events.map((e) => e.position)).toEqual(kept);
   });
 
   it('a subscription without since starts with a subscribed event giving the position to resume from', async () => {
@@ -341,7 +369,7 @@ describe('no lost events on reconnect', () => {
     const resumed = visitorSocket(t, me.token).channel(me.channel, cursor);
     await resumed.until((es) => es.length === 2, 'the two missed events');
     expect(resumed.names()).toEqual(['while.down.1', 'while.down.2']);
-    expect(resumed.events.map((e) => e.id)).toEqual(missed);
+    expect(resumed.events.map((e) => e.position)).toEqual(missed);
   });
 
   it('a since for a channel with no history left is a gap', async () => {
@@ -640,7 +668,7 @@ describeWhen(
       const sent = new Set<string>();
       const first = await eventually(async () => {
         sent.add(await publish(a, 'global-demo', 'cross.instance', { from: 'a' }));
-        return global.events.find((e) => sent.has(e.id))?.id;
+        return global.events.find((e) => sent.has(e.position))?.position;
       }, 'an event from instance a on instance b');
 
       // Resume on instance a from what was seen on instance b.
@@ -648,7 +676,7 @@ describeWhen(
       const onA = agentSocket(a, alice.token);
       const resumed = onA.channel('global-demo', first);
       await resumed.waitFor('after');
-      expect(resumed.events.map((e) => e.id)).toContain(later);
+      expect(resumed.events.map((e) => e.position)).toContain(later);
       expect(resumed.names()).not.toContain('history.gap');
     });
 
@@ -671,7 +699,7 @@ describeWhen(
         "instance a's grace period to end",
       );
       const after = await publish(b, 'global-acme', 'test.marker');
-      await watch.waitFor('test.marker', (e) => e.id === after);
+      await watch.waitFor('test.marker', (e) => e.position === after);
       expect(watch.names()).not.toContain('agent.state'); // still online through instance b
       await onB.dispose();
     });

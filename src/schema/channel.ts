@@ -4,14 +4,21 @@ import { channelName, eventId, parseInput } from '../resolvers/inputs.js';
 import { setAgentState } from '../resolvers/presence.js';
 import { loadAgentProfile } from '../resolvers/workbench.js';
 import type { ChannelEvent } from '../stores/bus.js';
+import { globalEventId, positionOfSince } from '../stores/event-id.js';
 import { builder } from './builder.js';
 import { AgentRef, AgentStateEnum } from './workbench.js';
 
 const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implement({
   description: 'One event of a real-time channel.',
   fields: (t) => ({
-    id: t.exposeString('id', {
-      description: 'Monotonic within the channel; pass the last one seen as `since` to resume.',
+    id: t.string({
+      description:
+        'Unique across every channel (`<channel>:<position>`), so caches that key objects by id never mix events of two channels. Accepted as `since` too.',
+      resolve: (event) => globalEventId(event),
+    }),
+    position: t.exposeString('id', {
+      description:
+        'The resume position within the channel (`<ms>-<seq>`, increasing): pass the last one seen as `since` to resume.',
     }),
     channel: t.exposeString('channel', { description: 'The channel name.' }),
     event: t.exposeString('event', {
@@ -29,11 +36,14 @@ builder.subscriptionField('channel', (t) =>
       'Events of a channel: a visitor its own `channel`; an agent `agent-{agentId}` and `global-{bid}`. With `since`, the missed events are replayed first (a `history.gap` event first if some were dropped). An agent subscription ends with `session.ended` when its Session ends.',
     args: {
       name: t.arg.string({ required: true, description: 'Channel name, exactly as the bootstrap gives it.' }),
-      since: t.arg.string({ description: 'Id of the last event seen.' }),
+      since: t.arg.string({
+        description: 'The `position` (or the `id`) of the last event seen on this channel: resume after it.',
+      }),
     },
     subscribe: async (_root, args, ctx) => {
       const name = parseInput(channelName, args.name);
-      const since = args.since == null ? undefined : parseInput(eventId, args.since);
+      const since =
+        args.since == null ? undefined : parseInput(eventId, positionOfSince(name, args.since) ?? args.since);
       const viewer = ctx.identity === 'visitor' ? await ctx.visitor() : await ctx.agent();
       return subscribeChannel(ctx.deps, viewer, name, { since });
     },

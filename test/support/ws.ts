@@ -4,7 +4,10 @@ import WebSocket from 'ws';
 
 /** A channel event as a subscriber receives it. */
 export interface ReceivedEvent {
+  /** Unique across channels (`<channel>:<position>`). */
   id: string;
+  /** The resume position within the channel (`<ms>-<seq>`): what REST publish answers and `since` takes. */
+  position: string;
   channel: string;
   event: string;
   // biome-ignore lint/suspicious/noExplicitAny: event payloads are free-form JSON that tests read field by field
@@ -29,7 +32,7 @@ export interface TestSocket {
 }
 
 const CHANNEL = `subscription Channel($name: String!, $since: String) {
-  channel(name: $name, since: $since) { id channel event data at }
+  channel(name: $name, since: $since) { id position channel event data at }
 }`;
 
 /** Every socket a test opened, so `closeAllSockets()` can dispose of them (afterEach/afterAll). */
@@ -98,7 +101,7 @@ export async function closeAllSockets() {
 /** One `Subscription.channel` operation, recording what it receives. */
 export class ChannelSubscription {
   events: ReceivedEvent[] = [];
-  /** The id of the `subscribed` event a subscription without `since` starts with. */
+  /** The position of the `subscribed` event a subscription without `since` starts with. */
   cursor: string | undefined;
   errors: readonly GraphQLFormattedError[] | undefined;
   /** Resolves when the subscription ends: `complete`, `error` (GraphQL errors) or `closed` (socket). */
@@ -117,7 +120,7 @@ export class ChannelSubscription {
         next: (result) => {
           if (result.errors) this.errors = [...result.errors];
           // The `subscribed` event is the resume position, not a published event: kept apart.
-          if (result.data?.channel.event === 'subscribed') this.cursor = result.data.channel.id;
+          if (result.data?.channel.event === 'subscribed') this.cursor = result.data.channel.position;
           else if (result.data) this.events.push(result.data.channel);
           this.notify();
         },

@@ -29,7 +29,12 @@ export function eventFeed(list, empty = document.getElementById('feed-empty')) {
       add(
         el(
           'li',
-          { className: 'event', 'data-event': event.event, 'data-event-id': event.id, 'data-channel': event.channel },
+          {
+            className: 'event',
+            'data-event': event.event,
+            'data-event-id': event.position,
+            'data-channel': event.channel,
+          },
           el('time', { datetime: event.at, text: timeOf(event.at) }),
           ' ',
           el('span', { className: 'event-name', text: event.event }),

@@ -1,7 +1,7 @@
 import { createClient } from '/assets/vendor/graphql-ws/client.js';
 
 const CHANNEL_SUBSCRIPTION = `subscription Channel($name: String!, $since: String) {
-  channel(name: $name, since: $since) { id channel event data at }
+  channel(name: $name, since: $since) { id position channel event data at }
 }`;
 
 /** Event ids are `<ms>-<seq>`: compared as numbers, part by part. */
@@ -16,10 +16,10 @@ export function compareEventIds(a, b) {
 /**
  * Subscribes to `channels` over graphql-ws and keeps them alive across network drops: the
  * client reconnects with backoff, and each channel is resubscribed with `since` = the last event
- * id it delivered, so the server replays what was missed (or sends `history.gap`).
+ * position it delivered, so the server replays what was missed (or sends `history.gap`).
  *
  * `onStatus` receives `{state}`: `connecting`, `live`, `resubscribed` (with `since`, a map of
- * channel to the id resumed after), `reconnecting` (with `attempt`) or `closed` (with `code`).
+ * channel to the position resumed after), `reconnecting` (with `attempt`) or `closed` (with `code`).
  * `onError` receives `{channel, message, code}` when the server refuses or ends a subscription
  * with an error; `onComplete` a channel whose subscription the server ended.
  */
@@ -74,8 +74,8 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
         const event = result.data?.channel;
         if (!event) return;
         const last = payload.variables.since;
-        if (last && compareEventIds(event.id, last) <= 0) return; // already shown
-        payload.variables.since = event.id;
+        if (last && compareEventIds(event.position, last) <= 0) return; // already shown
+        payload.variables.since = event.position;
         // `subscribed` only gives the position to resume from, even before any event arrives.
         if (event.event !== 'subscribed') onEvent(event);
       },
