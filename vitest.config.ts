@@ -2,11 +2,17 @@ import { createRequire } from 'node:module';
 import { defineConfig } from 'vitest/config';
 
 const require = createRequire(import.meta.url);
+// PARLEY_TEST_BUILD=dist: the suite imports the compiled build (`npm run build`) instead of the
+// TypeScript sources, so CI tests what production runs (`node dist/main.js`).
+const compiled = process.env.PARLEY_TEST_BUILD === 'dist';
 
 export default defineConfig({
   resolve: {
-    // One copy of graphql, or schema objects from two realms fail instanceof checks.
-    alias: { graphql: require.resolve('graphql') },
+    alias: [
+      // One copy of graphql, or schema objects from two realms fail instanceof checks.
+      { find: 'graphql', replacement: require.resolve('graphql') },
+      ...(compiled ? [{ find: /^((?:\.\.\/)+)src\/(.*)$/, replacement: '$1dist/$2' }] : []),
+    ],
   },
   test: {
     include: ['test/**/*.test.ts'],

@@ -123,11 +123,16 @@ describe('Dockerfile', () => {
     expect(endpoints.some((r) => r.method === 'get' && r.path === '/healthz')).toBe(true);
   });
 
-  it('runs the gateway the way CI does, on the Node major of package.json', () => {
-    expect(dockerfile).toMatch(/^CMD \["node", "--import", "tsx", "src\/main\.ts"\]$/m);
-    expect(read('test/multi-instance.test.ts')).toContain("['--import', 'tsx', 'src/main.ts']");
-    const engines = JSON.parse(read('package.json')).engines.node as string;
-    expect(dockerfile).toContain(`ARG NODE_VERSION=${/\d+/.exec(engines)?.[0]}`);
+  it('runs the compiled build (as CI tests it), on a Node major of package.json', () => {
+    expect(dockerfile).toMatch(/^RUN npm run build$/m);
+    expect(dockerfile).toMatch(/^CMD \["node", "dist\/main\.js"\]$/m);
+    expect(compose).toContain('command: ["node", "dist/main.js"]');
+    const pkg = JSON.parse(read('package.json'));
+    expect(pkg.scripts.build).toContain('tsconfig.build.json');
+    expect(read('.ci/run')).toContain('PARLEY_TEST_BUILD=dist');
+    const majors = [...(pkg.engines.node as string).matchAll(/(?:^|\|\|)\s*[\^>=~]*(\d+)/g)].map((m) => m[1]);
+    const image = /^ARG NODE_VERSION=(\d+)$/m.exec(dockerfile)?.[1];
+    expect(majors).toContain(image);
     expect(dockerfile).toMatch(/^EXPOSE 3000$/m);
   });
 
