@@ -2,7 +2,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from './config.js';
-import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
 import { graphqlCors } from './http/cors.js';
@@ -14,6 +13,8 @@ import { countSockets, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
+import { createChatService } from './resolvers/chat-service.js';
+import { loadDemoDataIfEmpty } from './resolvers/demo.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
@@ -46,6 +47,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);
+  // The chat's background work (outbox drain, idle close, queue retry): started with the server.
+  const chat = createChatService(deps);
 
   const app = express();
   app.disable('x-powered-by');
@@ -96,11 +99,12 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
     sessions,
     async start() {
       await deps.database.migrate();
-      if (config.demoSeed) await seedDemoDataIfEmpty(deps);
+      if (config.demoSeed) await loadDemoDataIfEmpty(deps);
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(config.port, config.host, () => resolve());
       });
+      chat.start();
       deps.realtime.start();
       const { port } = server.address() as AddressInfo;
       log.info({ port, database: deps.database.kind, redis: Boolean(deps.redis) }, 'parley listening');
@@ -115,6 +119,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         const timer = setTimeout(() => server.closeAllConnections(), 5000);
         await closed;
         clearTimeout(timer);
+        await chat.stop();
         await deps.close();
       })();
       return stopping;

@@ -82,14 +82,30 @@ describe('Agent workbench bootstrap data (GET /agent/data/get)', () => {
     await db()
       .insert(conversations)
       .values([
-        { id: 'c_order_a', merchantId: 'm_demo', agentId: 'a_alice', visitorId: 'v_order_a', timestamp: now },
-        { id: 'c_order_b', merchantId: 'm_demo', agentId: 'a_alice', visitorId: 'v_order_b', timestamp: now - 5 },
+        // Rows as the chat domain leaves them (state active / closed); lifecycle rules are in test/chat-*.
+        {
+          id: 'c_order_a',
+          merchantId: 'm_demo',
+          agentId: 'a_alice',
+          visitorId: 'v_order_a',
+          timestamp: now + 10,
+          state: 'active',
+        },
+        {
+          id: 'c_order_b',
+          merchantId: 'm_demo',
+          agentId: 'a_alice',
+          visitorId: 'v_order_b',
+          timestamp: now + 5,
+          state: 'active',
+        },
         {
           id: 'c_order_closed',
           merchantId: 'm_demo',
           agentId: 'a_alice',
           visitorId: 'v_order_closed',
           timestamp: now,
+          state: 'closed',
           closedAt: new Date(),
         },
       ]);
@@ -321,10 +337,27 @@ describe('Agent workbench: tenant isolation', () => {
   it('rows that point across merchants stay hidden: a demo conversation given to bob, an acme conversation with a demo visitor', async () => {
     const now = Math.floor(Date.now() / 1000);
     await db()
+      .insert(visitors)
+      .values({ id: 'v_cross', merchantId: 'm_demo', nickname: 'cross', channel: 'visitor-cross' });
+    await db()
       .insert(conversations)
       .values([
-        { id: 'c_cross_1', merchantId: 'm_demo', agentId: 'a_bob', visitorId: 'v_demo_lily', timestamp: now },
-        { id: 'c_cross_2', merchantId: 'm_acme', agentId: 'a_bob', visitorId: 'v_demo_wang', timestamp: now },
+        {
+          id: 'c_cross_1',
+          merchantId: 'm_demo',
+          agentId: 'a_bob',
+          visitorId: 'v_cross',
+          timestamp: now,
+          state: 'active',
+        },
+        {
+          id: 'c_cross_2',
+          merchantId: 'm_acme',
+          agentId: 'a_bob',
+          visitorId: 'v_demo_wang',
+          timestamp: now,
+          state: 'active',
+        },
       ]);
     try {
       const bob = await agentSession(t.url, 'bob');
@@ -333,6 +366,7 @@ describe('Agent workbench: tenant isolation', () => {
       await db()
         .delete(conversations)
         .where(inArray(conversations.id, ['c_cross_1', 'c_cross_2']));
+      await db().delete(visitors).where(eq(visitors.id, 'v_cross'));
     }
   });
 });

@@ -29,7 +29,7 @@ describe('Agent workbench: data access', () => {
         agentId: 'a_alice',
         visitorId: id,
         timestamp: now - i,
-        unreadCount: i % 3,
+        state: 'active' as const,
         items: [{ type: 'text', content: `message ${i}` }],
       })),
     );

@@ -1,11 +1,10 @@
-import { count, eq } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import { hashPassword } from '../auth/passwords.js';
 import type { Deps } from '../deps.js';
 import { newSecret } from '../ids.js';
 import {
   agentGroups,
   agents,
-  conversations,
   merchants,
   visitorAttributeDefs,
   visitorAttributes,
@@ -15,13 +14,13 @@ import {
 
 /**
  * The fixed demo data of the README: merchants `demo` and `acme`, agents alice, tom (ticket
- * agent), dave (disabled) and bob, two demo visitors in conversation with alice. Idempotent:
- * rows are keyed by fixed ids and upserted. Never run in production.
+ * agent), dave (disabled) and bob, and two demo visitors (their conversations with alice are
+ * made by the chat domain: src/resolvers/demo.ts). Idempotent: rows are keyed by fixed ids and
+ * upserted. Never run in production.
  */
 export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
   if (deps.config.env === 'production') throw new Error('demo data is never loaded in production');
   const { db } = deps;
-  const nowSeconds = Math.floor(deps.now() / 1000);
   const allOn = {
     voice: 'on',
     sound: 'on',
@@ -128,9 +127,6 @@ export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
       lang: 'en',
       email: 'lily@example.com',
       orders: 3,
-      pinnedAt: nowSeconds - 600,
-      unread: 0,
-      ago: 1200,
     },
     {
       id: 'v_demo_wang',
@@ -138,9 +134,6 @@ export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
       lang: 'zh-CN',
       email: 'wang@example.cn',
       orders: 1,
-      pinnedAt: 0,
-      unread: 3,
-      ago: 60,
     },
   ];
   for (const v of demoVisitors) {
@@ -161,29 +154,5 @@ export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
     ] as const) {
       await db.insert(visitorAttributes).values({ visitorId: v.id, key, value }).onConflictDoNothing();
     }
-    await db
-      .insert(conversations)
-      .values({
-        id: `c_${v.id}`,
-        merchantId: 'm_demo',
-        agentId: 'a_alice',
-        visitorId: v.id,
-        timestamp: nowSeconds - v.ago,
-        pinnedAt: v.pinnedAt,
-        state: 'active',
-        lastSeq: v.unread,
-        items: [
-          { type: 'text', content: v.unread ? 'Is my order shipped yet?' : 'Thanks, that helps!', from: 'visitor' },
-        ],
-      })
-      .onConflictDoNothing();
   }
-}
-
-/** `npm start` on an empty database loads the demo data once; later starts leave data alone. */
-export async function seedDemoDataIfEmpty(deps: Deps) {
-  const [row] = await deps.db.select({ n: count() }).from(merchants);
-  if ((row?.n ?? 0) > 0) return;
-  await seedDemoData(deps);
-  deps.log.info('demo data loaded (merchants demo and acme; see README)');
 }

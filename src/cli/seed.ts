@@ -1,15 +1,15 @@
 import { ConfigError, loadConfig } from '../config.js';
 import { buildDeps } from '../deps.js';
 import { createLogger } from '../log.js';
-import { seedDemoData } from './seed.js';
+import { loadDemoData } from '../resolvers/demo.js';
 
-/** `npm run seed`: migrates and (re)loads the demo data; idempotent. */
+/** `npm run seed`: migrates and (re)loads the demo data, its conversations included; idempotent. */
 try {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
   const deps = await buildDeps(config, log);
   await deps.database.migrate();
-  await seedDemoData(deps);
+  await loadDemoData(deps);
   await deps.close();
   console.log('demo data loaded');
 } catch (error) {
