@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from './config.js';
+import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
 import { graphqlCors } from './http/cors.js';
@@ -13,13 +14,14 @@ import { countSockets, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
-import { createChatService } from './resolvers/chat-service.js';
-import { loadDemoDataIfEmpty } from './resolvers/demo.js';
+import { startAttachmentCleanup } from './resolvers/attachments.js';
+import { attachmentRoutes, isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
 import { MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
+import { createObjectStorage } from './stores/storage/index.js';
 import { createConnectionCore } from './subscriptions/connection.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
 
@@ -47,8 +49,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);
-  // The chat's background work (outbox drain, idle close, queue retry): started with the server.
-  const chat = createChatService(deps);
+  const storage = createObjectStorage(config.attachments);
+  let attachmentCleanup: { stop(): Promise<void> } | undefined;
 
   const app = express();
   app.disable('x-powered-by');
@@ -62,6 +64,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   // The agent Session serves the REST endpoints and the pages under /agent alike.
   app.use('/agent', sessions.middleware);
   app.use(mountRoutes(deps, endpoints));
+  // Streamed multipart uploads and signed downloads (README "Attachments"); no body parser runs on them.
+  app.use(attachmentRoutes(deps, storage, sessions));
   // A request with a visitor bearer token is a visitor (one identity per request): the agent
   // Session layer is not run for it, which spares it creating and hashing an unused Session.
   const agentSession = express.Router().use(sessions.middleware);
@@ -99,13 +103,13 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
     sessions,
     async start() {
       await deps.database.migrate();
-      if (config.demoSeed) await loadDemoDataIfEmpty(deps);
+      if (config.demoSeed) await seedDemoDataIfEmpty(deps);
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(config.port, config.host, () => resolve());
       });
-      chat.start();
       deps.realtime.start();
+      attachmentCleanup = startAttachmentCleanup(deps, storage);
       const { port } = server.address() as AddressInfo;
       log.info({ port, database: deps.database.kind, redis: Boolean(deps.redis) }, 'parley listening');
       return port;
@@ -119,7 +123,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         const timer = setTimeout(() => server.closeAllConnections(), 5000);
         await closed;
         clearTimeout(timer);
-        await chat.stop();
+        await attachmentCleanup?.stop();
+        await storage.close();
         await deps.close();
       })();
       return stopping;
@@ -145,7 +150,8 @@ function bodyError(error: unknown): unknown {
  */
 function requestDeadline(ms: number, log: Logger) {
   return (req: Request, res: Response, next: NextFunction) => {
-    if ((req.headers.accept ?? '').includes('text/event-stream')) return next();
+    // Event streams stay open; an upload takes as long as its bytes take (Node's requestTimeout bounds it).
+    if ((req.headers.accept ?? '').includes('text/event-stream') || isStreamingUpload(req)) return next();
     const timer = setTimeout(() => {
       if (!res.headersSent) sendError(res, serviceUnavailable('The service'), log);
     }, ms);

@@ -40,6 +40,33 @@ export interface Config {
   metricsEnabled: boolean;
   /** Create OpenTelemetry spans (for a tracer provider registered by the process). */
   otelEnabled: boolean;
+  /** Attachments (README "Attachments"): where files are stored and how they are served. */
+  attachments: AttachmentsConfig;
+}
+
+export interface AttachmentsConfig {
+  /** `local`: files under `dir`/objects; `s3`: an S3-compatible bucket. */
+  driver: 'local' | 's3';
+  /** The local driver's files, and the scratch directory (`incoming/`) of uploads in progress with either driver. */
+  dir: string;
+  s3?: {
+    /** Unset: AWS S3 itself; otherwise MinIO, Cloudflare R2, Ceph… */
+    endpoint?: string;
+    region: string;
+    bucket: string;
+    /** Unset: the AWS SDK's default credential chain (instance role, AWS_* variables). */
+    accessKeyId?: string;
+    secretAccessKey?: string;
+    forcePathStyle: boolean;
+    /** Prepended to every object key (several deployments can share one bucket). */
+    keyPrefix: string;
+  };
+  /** Lifetime of a signed download URL, in seconds. */
+  urlTtlSeconds: number;
+  /** An upload no message references is removed after this many seconds. */
+  unreferencedTtlSeconds: number;
+  /** Uploads per identity (visitor or agent) per minute. */
+  uploadsPerMinute: number;
 }
 
 export class ConfigError extends Error {}
@@ -92,6 +119,21 @@ const envSchema = z.object({
   VISITOR_TOKEN_TTL_SECONDS: int(60, 365 * 86400).default(30 * 86400),
   METRICS_ENABLED: bool.default('on'),
   OTEL_ENABLED: bool.default('off'),
+  STORAGE_DRIVER: z.enum(['local', 's3']).default('local'),
+  ATTACHMENTS_DIR: z.string().min(1).default('.data/attachments'),
+  S3_ENDPOINT: url(['http:', 'https:']).optional(),
+  S3_REGION: z.string().min(1).default('us-east-1'),
+  S3_BUCKET: z.string().min(1).optional(),
+  S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  S3_FORCE_PATH_STYLE: bool.default('off'),
+  S3_KEY_PREFIX: z
+    .string()
+    .regex(/^[\w./-]{0,128}$/)
+    .default(''),
+  ATTACHMENT_URL_TTL_SECONDS: int(60, 7 * 86400).default(3600),
+  ATTACHMENT_UNREFERENCED_TTL_SECONDS: int(60, 365 * 86400).default(86400),
+  UPLOADS_PER_MINUTE: int(1, 10_000).default(20),
 });
 
 /** Every environment variable the gateway reads (.env.example documents each; a test checks it). */
@@ -124,6 +166,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (e.SMS_DRIVER === 'webhook' && !e.SMS_WEBHOOK_URL)
     problems.push('SMS_WEBHOOK_URL: required when SMS_DRIVER=webhook');
+  if (e.STORAGE_DRIVER === 's3' && !e.S3_BUCKET) problems.push('S3_BUCKET: required when STORAGE_DRIVER=s3');
+  if (Boolean(e.S3_ACCESS_KEY_ID) !== Boolean(e.S3_SECRET_ACCESS_KEY))
+    problems.push('S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY: give both or neither');
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
 
   return {
@@ -164,5 +209,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     visitorTokenTtlSeconds: e.VISITOR_TOKEN_TTL_SECONDS,
     metricsEnabled: e.METRICS_ENABLED,
     otelEnabled: e.OTEL_ENABLED,
+    attachments: {
+      driver: e.STORAGE_DRIVER,
+      dir: e.ATTACHMENTS_DIR,
+      s3:
+        e.STORAGE_DRIVER === 's3' && e.S3_BUCKET
+          ? {
+              endpoint: e.S3_ENDPOINT,
+              region: e.S3_REGION,
+              bucket: e.S3_BUCKET,
+              accessKeyId: e.S3_ACCESS_KEY_ID,
+              secretAccessKey: e.S3_SECRET_ACCESS_KEY,
+              forcePathStyle: e.S3_FORCE_PATH_STYLE,
+              keyPrefix: e.S3_KEY_PREFIX,
+            }
+          : undefined,
+      urlTtlSeconds: e.ATTACHMENT_URL_TTL_SECONDS,
+      unreferencedTtlSeconds: e.ATTACHMENT_UNREFERENCED_TTL_SECONDS,
+      uploadsPerMinute: e.UPLOADS_PER_MINUTE,
+    },
   };
 }

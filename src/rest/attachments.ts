@@ -1,0 +1,263 @@
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import busboy from 'busboy';
+import express, { type Request, type Response, type Router } from 'express';
+import type { Deps } from '../deps.js';
+import { badInput, DomainError } from '../errors.js';
+import { bearerToken, queryOf } from '../http/request.js';
+import { requestSessionPort, type SessionLayer } from '../http/session.js';
+import {
+  ATTACHMENT_KINDS,
+  type AttachmentVariant,
+  authorizeDownload,
+  declareKind,
+  prepareUpload,
+  receiveUpload,
+  rendersInline,
+  type Uploader,
+  uploaderOf,
+} from '../resolvers/attachments.js';
+import type { AttachmentView } from '../resolvers/event-catalog.js';
+import { requireAgent, requireOnlineReception, requireVisitor } from '../resolvers/viewer.js';
+import type { ObjectStorage } from '../stores/storage/index.js';
+import { sendError, sendOk } from './envelope.js';
+
+/**
+ * Attachments over HTTP (README "Attachments"):
+ * - `POST /visitor/upload` (visitor bearer) and `POST /agent/upload` (agent Session, online
+ *   reception): `multipart/form-data` with the file in field `file` and an optional `kind`
+ *   (field before the file, or query parameter) → `{attachment_id, kind, mime, size, name, url, thumbnail_url}`;
+ * - `GET /attachments/:id` and `GET /attachments/:id/thumbnail`: a signed URL, or the visitor's
+ *   bearer / the agent's Session; served with nosniff, and as a download unless it is a plain
+ *   image, audio or video; byte ranges.
+ * Bodies are streamed: no body parser runs on these paths.
+ */
+export function attachmentRoutes(deps: Deps, storage: ObjectStorage, sessions: SessionLayer): Router {
+  const router = express.Router();
+  const log = deps.log;
+
+  router.post('/visitor/upload', (req, res) =>
+    upload(deps, storage, req, res, async () => uploaderOf(await requireVisitor(deps, bearerToken(req)))),
+  );
+  // The app runs the agent Session middleware on every /agent path already.
+  router.post('/agent/upload', (req: Request, res: Response) =>
+    upload(deps, storage, req, res, async () =>
+      uploaderOf(requireOnlineReception(await requireAgent(deps, requestSessionPort(req)))),
+    ),
+  );
+
+  const download = (variant: AttachmentVariant) => async (req: Request, res: Response) => {
+    try {
+      const id = String(req.params.id ?? '');
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw new DomainError('NOT_FOUND', 'No such attachment');
+      const query = queryOf(req);
+      const row = await authorizeDownload(deps, {
+        id,
+        variant,
+        expires: query.get('expires') ?? undefined,
+        sig: query.get('sig') ?? undefined,
+        viewer: () => downloadViewer(deps, sessions, req, res),
+      });
+      const key = variant === 'file' ? row.storageKey : row.thumbnailKey;
+      if (!key) throw new DomainError('NOT_FOUND', 'No such attachment');
+      const mime = variant === 'file' ? row.mime : 'image/webp';
+      const size = variant === 'file' ? row.size : undefined;
+      const range = size === undefined ? undefined : parseRange(req.headers.range, size);
+      if (range === 'unsatisfiable') {
+        res.status(416).setHeader('Content-Range', `bytes */${size}`).end();
+        return;
+      }
+      const body = await storage.get(key, range);
+      if (!body) throw new DomainError('NOT_FOUND', 'No such attachment');
+      res.setHeader('Content-Type', mime);
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      // Whatever it is, it never runs as a page of our origin (an HTML or SVG file opened directly).
+      res.setHeader('Content-Security-Policy', "default-src 'none'; sandbox");
+      res.setHeader('Cache-Control', 'private, max-age=300');
+      const inline = variant === 'thumbnail' || rendersInline(row);
+      res.setHeader('Content-Disposition', `${inline ? 'inline' : 'attachment'}; ${dispositionName(row.name)}`);
+      if (size !== undefined) res.setHeader('Accept-Ranges', 'bytes');
+      if (range && size !== undefined) {
+        res.status(206);
+        res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
+        res.setHeader('Content-Length', String(range.end - range.start + 1));
+      } else if (size !== undefined) {
+        res.setHeader('Content-Length', String(size));
+      }
+      if (req.method === 'HEAD') {
+        body.destroy();
+        res.end();
+        return;
+      }
+      await pipeline(body, res).catch(() => body.destroy());
+    } catch (error) {
+      sendError(res, error, log);
+    }
+  };
+  router.get('/attachments/:id', download('file'));
+  router.get('/attachments/:id/thumbnail', download('thumbnail'));
+  return router;
+}
+
+/** The identity of a download without a valid signature: a visitor bearer, else an agent Session. */
+async function downloadViewer(deps: Deps, sessions: SessionLayer, req: Request, res: Response) {
+  const token = bearerToken(req);
+  if (token) return requireVisitor(deps, token);
+  if (!sessions.sessionIdOf(req)) return undefined;
+  await runMiddleware(sessions.middleware, req, res);
+  return requireAgent(deps, requestSessionPort(req));
+}
+
+async function runMiddleware(handlers: express.RequestHandler[], req: Request, res: Response) {
+  for (const handler of handlers) {
+    await new Promise<void>((resolve, reject) =>
+      handler(req, res, (error?: unknown) => (error ? reject(error) : resolve())),
+    );
+  }
+}
+
+/** One `bytes=` range (the first, when several are asked: the whole file is sent for none). */
+export function parseRange(
+  header: string | undefined,
+  size: number,
+): { start: number; end: number } | undefined | 'unsatisfiable' {
+  if (!header) return undefined;
+  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!match) return undefined;
+  const [, from, to] = match;
+  if (from === '' && to === '') return undefined;
+  let start: number;
+  let end: number;
+  if (from === '') {
+    const suffix = Number(to);
+    if (suffix === 0) return 'unsatisfiable';
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(from);
+    end = to === '' ? size - 1 : Math.min(Number(to), size - 1);
+  }
+  if (start >= size || start > end) return 'unsatisfiable';
+  return { start, end };
+}
+
+const dispositionName = (name: string) =>
+  `filename="${name.replace(/[^\x20-\x7e]/g, '_').replace(/[\\"]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`;
+
+const kindOf = (value: string | null | undefined) => {
+  if (value === null || value === undefined || value === '') return undefined;
+  if (!(ATTACHMENT_KINDS as readonly string[]).includes(value))
+    throw badInput('kind must be image, file, video or voice');
+  return value as (typeof ATTACHMENT_KINDS)[number];
+};
+
+/** The upload's envelope `data`. */
+const uploadData = (a: AttachmentView) => ({
+  attachment_id: a.attachmentId,
+  kind: a.kind,
+  mime: a.mime,
+  size: a.size,
+  name: a.name,
+  url: a.url,
+  thumbnail_url: a.thumbnailUrl,
+});
+
+/**
+ * Streams one multipart upload into the domain. A refusal is answered at once and the
+ * connection closed, so the rest of a large body is not read.
+ */
+async function upload(
+  deps: Deps,
+  storage: ObjectStorage,
+  req: Request,
+  res: Response,
+  identify: () => Promise<Uploader>,
+) {
+  let answered = false;
+  const refuse = (error: unknown) => {
+    if (answered) return;
+    answered = true;
+    res.setHeader('Connection', 'close');
+    sendError(res, error, deps.log);
+    req.unpipe();
+    // Stop reading: the rest of the body is not wanted; the socket goes once the answer is out.
+    res.once('finish', () => setTimeout(() => req.socket.destroy(), 1000).unref());
+    req.resume();
+  };
+  try {
+    const uploader = await identify();
+    if (!/^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '')) {
+      throw badInput('The upload must be multipart/form-data with the file in field "file"');
+    }
+    const length = req.headers['content-length'];
+    const contentLength = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
+    const policy = await prepareUpload(deps, uploader, {
+      declaredKind: kindOf(queryOf(req).get('kind')),
+      contentLength,
+    });
+    const result = await new Promise<AttachmentView>((resolve, reject) => {
+      let parser: busboy.Busboy;
+      try {
+        parser = busboy({
+          headers: req.headers,
+          defParamCharset: 'utf8',
+          limits: { files: 1, fields: 4, fieldSize: 256, parts: 6, headerPairs: 20 },
+        });
+      } catch {
+        reject(badInput('Malformed multipart body'));
+        return;
+      }
+      let started = false;
+      let fileStream: Readable | undefined;
+      // 'close' also comes after a body read to its end: only an incomplete one is an abort.
+      const abort = () => {
+        if (req.complete) return;
+        fileStream?.destroy(new Error('client aborted the upload'));
+        reject(new Error('client aborted the upload'));
+      };
+      req.once('close', abort);
+      parser.on('field', (name, value) => {
+        try {
+          const kind = name === 'kind' ? kindOf(value) : undefined;
+          if (kind && started) throw badInput('Give kind before the file (or as a query parameter)');
+          if (kind) declareKind(policy, kind, contentLength);
+        } catch (error) {
+          reject(error);
+        }
+      });
+      parser.on('file', (name, stream, info) => {
+        if (name !== 'file') {
+          stream.resume();
+          reject(badInput('The file must be in field "file"'));
+          return;
+        }
+        started = true;
+        fileStream = stream;
+        receiveUpload(deps, storage, uploader, policy, { stream, name: info.filename })
+          .then((view) => {
+            req.off('close', abort);
+            resolve(view);
+          })
+          .catch(reject);
+      });
+      parser.on('close', () => {
+        if (!started) reject(badInput('Field "file" is required'));
+      });
+      parser.on('error', () => {
+        fileStream?.destroy(new Error('malformed multipart body'));
+        reject(badInput('Malformed multipart body'));
+      });
+      req.pipe(parser);
+    });
+    answered = true;
+    sendOk(res, uploadData(result));
+  } catch (error) {
+    // A client that went away gets no answer (there is no one to read it).
+    if (req.socket.destroyed) return;
+    refuse(error);
+  }
+}
+
+/** Upload requests stream for as long as their bytes take: the app's request deadline skips them. */
+export const isStreamingUpload = (req: Request) =>
+  req.method === 'POST' && (req.path === '/visitor/upload' || req.path === '/agent/upload');
