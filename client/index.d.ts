@@ -3,7 +3,7 @@
  *   The `connection_init` payload: an agent `{appkey, token}` (or `{appkey}` with the Session
  *   cookie in a browser), a visitor `{appkey, authorization: 'Bearer <visitor token>'}`.
  *
- * @typedef {{ id: string, channel: string, event: string, data: any, at: string, [field: string]: any }} ChannelEvent
+ * @typedef {{ id: string, position: string, channel: string, event: string, data: any, at: string }} ChannelEvent
  *
  * @typedef {{ code: number, reason: string }} CloseInfo
  *
@@ -60,10 +60,10 @@ export function comparePositions(a: string, b: string): number;
  */
 export function createParleyClient(options: ParleyClientOptions): ParleyClient;
 /**
- * The field of a channel event that `since` accepts (the per-channel resume position).
- * @type {string}
+ * The field of a channel event that `since` accepts: the per-channel resume position (`id` is
+ * unique across channels, `<channel>:<position>`, for normalizing caches).
  */
-export const POSITION_FIELD: string;
+export const POSITION_FIELD: "position";
 /**
  * The `connection_init` payload: an agent `{appkey, token}` (or `{appkey}` with the Session
  * cookie in a browser), a visitor `{appkey, authorization: 'Bearer <visitor token>'}`.
@@ -75,11 +75,11 @@ export type Identity = {
 };
 export type ChannelEvent = {
     id: string;
+    position: string;
     channel: string;
     event: string;
     data: any;
     at: string;
-    [field: string]: any;
 };
 export type CloseInfo = {
     code: number;

@@ -10,12 +10,12 @@
 import { createClient } from 'graphql-ws';
 
 /**
- * The field of a channel event that `since` accepts (the per-channel resume position).
- * @type {string}
+ * The field of a channel event that `since` accepts: the per-channel resume position (`id` is
+ * unique across channels, `<channel>:<position>`, for normalizing caches).
  */
-export const POSITION_FIELD = 'id';
+export const POSITION_FIELD = 'position';
 
-const FIELDS = POSITION_FIELD === 'id' ? 'id channel event data at' : `id ${POSITION_FIELD} channel event data at`;
+const FIELDS = `id ${POSITION_FIELD} channel event data at`;
 const CHANNEL_SUBSCRIPTION = `subscription ParleyChannel($name: String!, $since: String) {
   channel(name: $name, since: $since) { ${FIELDS} }
 }`;
@@ -30,7 +30,7 @@ const FATAL = new Set([4400, 4409, 1007, 1009]);
  *   The `connection_init` payload: an agent `{appkey, token}` (or `{appkey}` with the Session
  *   cookie in a browser), a visitor `{appkey, authorization: 'Bearer <visitor token>'}`.
  *
- * @typedef {{ id: string, channel: string, event: string, data: any, at: string, [field: string]: any }} ChannelEvent
+ * @typedef {{ id: string, position: string, channel: string, event: string, data: any, at: string }} ChannelEvent
  *
  * @typedef {{ code: number, reason: string }} CloseInfo
  *

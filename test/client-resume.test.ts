@@ -129,7 +129,7 @@ describe('client/: resume after socket drops, exactly once', () => {
       expect(feed.errors).toEqual([]);
     }
     expect(agentClient.states.filter((s) => s === 'reconnecting').length).toBeGreaterThanOrEqual(5);
-  });
+  }, 120_000);
 
   it('history.gap reaches the application as a "reload your state" signal', async () => {
     const t = await startTestApp({ env: { CHANNEL_HISTORY_SIZE: '10' } });
@@ -200,5 +200,5 @@ describe('client/: a server restart under the client', () => {
     await restarted.stop();
     apps.splice(apps.indexOf(restarted), 1);
     await stores.drop();
-  });
+  }, 120_000);
 });
