@@ -24,6 +24,21 @@ export interface Config {
   internalApiToken?: string;
   trustProxy: boolean;
   allowedOrigins: string[];
+  /** Abuse limits of the HTTP server and the visitor bootstrap (README "Security and reliability"). */
+  hardening: {
+    /** `visitor.online` is published at most once per visitor per this many seconds. */
+    visitorOnlineIntervalSeconds: number;
+    /** Node's `server.headersTimeout`: the request line and headers must arrive within it. */
+    headersTimeoutMs: number;
+    /** Node's `server.requestTimeout`: the whole request (body included) must arrive within it. */
+    requestTimeoutMs: number;
+    /** Node's `server.keepAliveTimeout`: an idle keep-alive connection is closed after it. */
+    keepAliveTimeoutMs: number;
+    /** Open HTTP connections per client address (0: no cap); not applied behind TRUST_PROXY. */
+    maxConnectionsPerAddress: number;
+    /** When set, GET /metrics requires `Authorization: Bearer <token>`. */
+    metricsToken?: string;
+  };
   logLevel: string;
   presenceGraceSeconds: number;
   channelHistorySize: number;
@@ -107,6 +122,12 @@ const envSchema = z.object({
   INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   TRUST_PROXY: bool.default('off'),
   ALLOWED_ORIGINS: z.string().optional(),
+  VISITOR_ONLINE_INTERVAL_SECONDS: int(1, 86_400).default(60),
+  HTTP_HEADERS_TIMEOUT_MS: int(1000, 600_000).default(10_000),
+  HTTP_REQUEST_TIMEOUT_MS: int(1000, 3_600_000).default(30_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(5000),
+  MAX_CONNECTIONS_PER_ADDRESS: int(0, 1_000_000).default(256),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
@@ -164,6 +185,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       problems.push('CAPTCHA_TEST_ANSWER: a test-only switch, refused when NODE_ENV=production');
     if (e.DEMO_SEED) problems.push('DEMO_SEED: demo data is never loaded when NODE_ENV=production');
   }
+  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS)
+    problems.push('HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS');
   if (e.SMS_DRIVER === 'webhook' && !e.SMS_WEBHOOK_URL)
     problems.push('SMS_WEBHOOK_URL: required when SMS_DRIVER=webhook');
   if (e.STORAGE_DRIVER === 's3' && !e.S3_BUCKET) problems.push('S3_BUCKET: required when STORAGE_DRIVER=s3');
@@ -195,6 +218,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .split(',')
       .map((o) => o.trim())
       .filter(Boolean),
+    hardening: {
+      visitorOnlineIntervalSeconds: e.VISITOR_ONLINE_INTERVAL_SECONDS,
+      headersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      maxConnectionsPerAddress: e.MAX_CONNECTIONS_PER_ADDRESS,
+      metricsToken: e.METRICS_TOKEN,
+    },
     logLevel: e.LOG_LEVEL,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,
     channelHistorySize: e.CHANNEL_HISTORY_SIZE,

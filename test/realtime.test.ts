@@ -71,10 +71,10 @@ describe('real-time connection and channel authorization', () => {
 
     const own = socket.channel(me.channel);
     await eventually(async () => {
-      await publish(t, me.channel, 'message.new', { text: 'hello' });
+      await publish(t, me.channel, 'shop.note', { text: 'hello' });
       return own.events.length > 0;
     }, 'the first event on the visitor channel');
-    expect(own.events[0]).toMatchObject({ channel: me.channel, event: 'message.new', data: { text: 'hello' } });
+    expect(own.events[0]).toMatchObject({ channel: me.channel, event: 'shop.note', data: { text: 'hello' } });
     expect(new Date(own.events[0]?.at ?? '').getTime()).toBeGreaterThan(0);
 
     expect(await refusal(socket.channel(other.channel))).toBe('FORBIDDEN');
@@ -219,13 +219,13 @@ describe('POST /internal/events', () => {
     const { status, body } = await new HttpClient(t.url).json('/internal/events', {
       method: 'POST',
       headers: { authorization: `Bearer ${INTERNAL_TOKEN}` },
-      json: { channel: me.channel, event: 'message.new', data: { text: 'hi', from: 'agent' } },
+      json: { channel: me.channel, event: 'shop.note', data: { text: 'hi', from: 'agent' } },
     });
     expect(status).toBe(202);
     expect(body).toMatchObject({ code: 0, msg: 'ok', data: { id: expect.stringMatching(/^\d+-\d+$/) } });
     // A late subscriber replays from the warm-up event: the posted one follows it.
     const replay = socket.channel(me.channel, first);
-    await replay.waitFor('message.new');
+    await replay.waitFor('shop.note');
     expect(replay.events[0]).toMatchObject({ position: body.data.id, data: { text: 'hi', from: 'agent' } });
     void sub;
   });

@@ -8,7 +8,7 @@ import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
 import { publishEvent } from './channels.js';
 import { publishSessionEnded } from './events.js';
-import { parseInput, publishEventInput, text } from './inputs.js';
+import { displayName, languageTag, parseInput, publishEventInput, text } from './inputs.js';
 import { agentSessionsKey } from './session.js';
 import { issueVisitorToken, revokeVisitorToken, userHashFor } from './visitor.js';
 
@@ -43,7 +43,7 @@ export const createAgentInput = z.object({
   bid,
   username,
   password: password.optional(),
-  nickname: text(64).optional(),
+  nickname: displayName(64).optional(),
   level: z.enum(LEVELS).default('agent'),
   group: text(64).optional(),
 });
@@ -150,8 +150,8 @@ export async function resetAgentPassword(deps: Deps, raw: unknown, sessions: Ses
 export const operatorVisitorTokenInput = z.object({
   appkey: text(128),
   userId: text(128).optional(),
-  nickname: text(64).optional(),
-  lang: z.string().optional(),
+  nickname: displayName(64).optional(),
+  lang: languageTag.optional(),
 });
 
 /**

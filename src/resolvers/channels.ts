@@ -1,8 +1,9 @@
 import { eq } from 'drizzle-orm';
 import { merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
-import { DomainError } from '../errors.js';
+import { badInput, DomainError } from '../errors.js';
 import type { ChannelEvent } from '../stores/bus.js';
+import { eventNames, isReservedEventName } from './event-catalog.js';
 import { agentChannel, globalChannel, publishSessionEnded, SESSION_ENDED, sessionFingerprint } from './events.js';
 import type { SessionPort } from './session.js';
 import { type AgentViewer, requireAgent, requireOnlineReception, type VisitorViewer } from './viewer.js';
@@ -229,7 +230,32 @@ export async function revalidateAgentSession(
   }
 }
 
-/** The internal publish API: services the spec leaves out (messages, assignment) post events here. */
+/**
+ * The namespaces of the gateway's own events, derived from the event catalog (`agent.login` ->
+ * `agent.`), and the Pusher protocol's (`pusher:`, `pusher_internal:`).
+ */
+const RESERVED_PREFIXES = [
+  ...new Set(eventNames.filter((n) => n.includes('.')).map((n) => n.slice(0, n.indexOf('.') + 1))),
+  'pusher:',
+  'pusher_internal:',
+];
+
+/**
+ * Whether `event` is the gateway's to publish: a catalogued event (`session.ended`,
+ * `history.gap`, `subscribed`, `typing`, …) or any name in one of their namespaces (`agent.*`,
+ * `message.*`, `conversation.*`, `session.*`, `visitor.*`, `history.*`), compared
+ * case-insensitively. Clients act on these (a forged `session.ended` would end their
+ * subscriptions), so the internal publish API may not send them.
+ */
+export function isGatewayEventName(event: string): boolean {
+  const name = event.toLowerCase();
+  return isReservedEventName(name) || RESERVED_PREFIXES.some((prefix) => name.startsWith(prefix));
+}
+
+/** The internal publish API: other services post their own events here (never the gateway's names). */
 export async function publishEvent(deps: Deps, input: { channel: string; event: string; data: unknown }) {
+  if (isGatewayEventName(input.event)) {
+    throw badInput(`event ${input.event} is reserved: the gateway publishes its own events`);
+  }
   return deps.bus.publish(input.channel, input.event, input.data);
 }

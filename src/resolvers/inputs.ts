@@ -37,6 +37,27 @@ export const text = (max: number) =>
     .regex(NO_CONTROL)
     .refine((s) => !LONE_SURROGATE.test(s), 'must be valid Unicode text');
 
+/**
+ * Characters a display name may not hold: every control character (tab and line breaks too:
+ * a name is one line) and the bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E,
+ * U+2066-U+2069), which would make a name shown in an agent's feed read as something else.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
+export const UNSAFE_IN_NAMES = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** A display name (nicknames): `text`, on one line, without bidirectional controls. */
+export const displayName = (max: number) =>
+  text(max).refine(
+    (s) => !new RegExp(UNSAFE_IN_NAMES.source).test(s),
+    'must not contain control or bidirectional characters',
+  );
+
+/** A BCP 47 language tag such as `en` or `zh-CN`, at most 35 characters. */
+export const languageTag = z
+  .string({ invalid_type_error: 'must be a single string' })
+  .max(35, 'must be at most 35 characters')
+  .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,4}$/, 'must be a language code such as en or zh-CN');
+
 /** As `text`, and not empty or blank. */
 const required = (max: number) =>
   z
@@ -62,11 +83,8 @@ export const visitorTokenInput = z
     appkey: required(128),
     user_id: text(128).optional(),
     user_hash: text(128).optional(),
-    nickname: text(64).optional(),
-    lang: z
-      .string({ invalid_type_error: 'must be a single string' })
-      .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'must be a language code such as en or zh-CN')
-      .optional(),
+    nickname: displayName(64).optional(),
+    lang: languageTag.optional(),
   })
   .transform((i) => ({
     appkey: i.appkey,

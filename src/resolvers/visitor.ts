@@ -5,9 +5,9 @@ import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTo
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
-import { globalChannel, publishQuietly } from './events.js';
 import { findMerchantByAppkey, isEditable, type UploadLimits, uploadLimitsOf } from './merchant.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
+import { announceOnline } from './visitor-online.js';
 
 export type Switch = 'on' | 'off';
 
@@ -90,10 +90,7 @@ export async function loadVisitorBootstrap(
   const { visitor, merchant } = row;
   const s = merchant.switches;
 
-  void publishQuietly(deps, globalChannel(merchant.bid), 'visitor.online', {
-    uid: visitor.id,
-    nickname: visitor.nickname,
-  });
+  void announceOnline(deps, merchant.bid, visitor);
 
   return {
     visitor: {

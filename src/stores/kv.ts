@@ -7,6 +7,8 @@ import type { Redis } from 'ioredis';
 export interface KeyValueStore {
   set(key: string, value: string, ttlSeconds: number): Promise<void>;
   get(key: string): Promise<string | null>;
+  /** Sets `key` only when it does not exist (one atomic step); true when this call set it. */
+  setIfAbsent(key: string, value: string, ttlSeconds: number): Promise<boolean>;
   /** Reads and deletes in one atomic step: of several callers, exactly one gets the value. */
   take(key: string): Promise<string | null>;
   del(key: string): Promise<void>;
@@ -22,6 +24,9 @@ export function redisKeyValueStore(redis: Redis): KeyValueStore {
       await redis.set(key, value, 'EX', ttl);
     },
     get: (key) => redis.get(key),
+    async setIfAbsent(key, value, ttl) {
+      return (await redis.set(key, value, 'EX', ttl, 'NX')) === 'OK';
+    },
     take: (key) => redis.getdel(key),
     async del(key) {
       await redis.del(key);
@@ -59,6 +64,11 @@ export function memoryKeyValueStore(now: () => number = Date.now): KeyValueStore
     },
     async get(key) {
       return live(values, key)?.value ?? null;
+    },
+    async setIfAbsent(key, value, ttl) {
+      if (live(values, key)) return false;
+      values.set(key, { value, expiresAt: now() + ttl * 1000 });
+      return true;
     },
     async take(key) {
       const entry = live(values, key);
