@@ -104,6 +104,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
     async start() {
       await deps.database.migrate();
       if (config.demoSeed) await seedDemoDataIfEmpty(deps);
+      // Merchant configuration is cached from here on, invalidated through the bus (README "Configuration cache").
+      await deps.configCache.start();
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(config.port, config.host, () => resolve());

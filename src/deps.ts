@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { type Database, openDatabase } from './db/client.js';
 import type { Logger } from './log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
+import { createMerchantConfigCache, type MerchantConfigCache } from './resolvers/merchant-config.js';
 import { createRealtimeService, type RealtimeService } from './resolvers/realtime.js';
 import { type EventBus, memoryEventBus, redisEventBus } from './stores/bus.js';
 import { type KeyValueStore, memoryKeyValueStore, redisKeyValueStore } from './stores/kv.js';
@@ -29,6 +30,11 @@ export interface Deps {
   metrics: Metrics;
   /** The instance's real-time service (Session-end watches, presence heartbeat); started by the app. */
   realtime: RealtimeService;
+  /**
+   * Merchants' configuration and visitor token checks in memory, invalidated through the bus
+   * (src/resolvers/merchant-config.ts); caches only once started by the app.
+   */
+  configCache: MerchantConfigCache;
   now: () => number;
 }
 
@@ -68,8 +74,10 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
     metrics: createMetrics({ enabled: config.metricsEnabled }),
     now: Date.now,
     realtime: undefined as unknown as RealtimeService, // set below: the service reads these deps
+    configCache: undefined as unknown as MerchantConfigCache, // set below, likewise
     async close() {
       await deps.realtime.stop();
+      await deps.configCache.stop();
       await bus.close();
       subscriber?.disconnect();
       redis?.disconnect();
@@ -77,5 +85,6 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
     },
   };
   deps.realtime = createRealtimeService(deps);
+  deps.configCache = createMerchantConfigCache(deps);
   return deps;
 }

@@ -15,6 +15,8 @@ beforeAll(async () => {
 afterAll(() => t.stop());
 
 const db = () => t.app.deps.db;
+/** A test writing a merchant's configuration directly announces it, as every write path does (README "Configuration cache"). */
+const configChanged = (merchantId: string) => t.app.deps.configCache.announceChanged(merchantId);
 const workbench = (client: HttpClient, init: Parameters<HttpClient['json']>[1] = {}, path = '/agent/data/get') =>
   client.json(path, init);
 
@@ -140,6 +142,7 @@ describe('Agent workbench bootstrap data (GET /agent/data/get)', () => {
       .update(merchants)
       .set({ workbenchSettings: { welcome: 'Hello!', max_chats: 8, bid: 'acme', ws_address: 'ws://evil.example' } })
       .where(eq(merchants.id, 'm_demo'));
+    await configChanged('m_demo');
     try {
       const { setting } = (await workbench(alice.client)).body.data;
       expect(setting).toEqual({
@@ -152,6 +155,7 @@ describe('Agent workbench bootstrap data (GET /agent/data/get)', () => {
       });
     } finally {
       await db().update(merchants).set({ workbenchSettings: {} }).where(eq(merchants.id, 'm_demo'));
+      await configChanged('m_demo');
     }
   });
 

@@ -20,6 +20,8 @@ beforeAll(async () => {
 afterAll(() => t.stop());
 
 const db = () => t.app.deps.db;
+/** A test writing a merchant's configuration directly announces it, as every write path does (README "Configuration cache"). */
+const configChanged = (merchantId: string) => t.app.deps.configCache.announceChanged(merchantId);
 
 /** Sets the stored attribute values of a visitor (test data, straight into the database). */
 async function setAttributes(uid: string, values: Record<string, string | number | boolean | null>) {
@@ -32,6 +34,7 @@ async function setAttributes(uid: string, values: Record<string, string | number
 async function withSwitches(id: string, switches: Record<string, string>, body: () => Promise<void>) {
   const [before] = await db().select({ switches: merchants.switches }).from(merchants).where(eq(merchants.id, id));
   await db().update(merchants).set({ switches }).where(eq(merchants.id, id));
+  await configChanged(id);
   try {
     await body();
   } finally {
@@ -39,6 +42,7 @@ async function withSwitches(id: string, switches: Record<string, string>, body: 
       .update(merchants)
       .set({ switches: before?.switches ?? {} })
       .where(eq(merchants.id, id));
+    await configChanged(id);
   }
 }
 
@@ -145,6 +149,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
       .update(visitorAttributeDefs)
       .set({ editable: true })
       .where(and(eq(visitorAttributeDefs.merchantId, 'm_demo'), eq(visitorAttributeDefs.key, 'member_card')));
+    await configChanged('m_demo');
     await setAttributes(uid, {
       orders: 7,
       member_card: '/assets/member-card-gold.svg',
@@ -175,6 +180,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
         { merchantId: 'm_demo', key: 'homepage', label: 'Homepage', type: 'url', editable: true, position: 11 },
       ])
       .onConflictDoNothing();
+    await configChanged('m_demo');
     await setAttributes(uid, { vip: false, homepage: null, orders: 0 });
     const { body } = await visitorData(t.url, token);
     const byKey = Object.fromEntries(body.data.visitor.attributes.map((a: { key: string }) => [a.key, a]));
@@ -218,6 +224,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
       .update(merchants)
       .set({ imageMaxBytes: 1048576, videoMaxBytes: 5368709120 })
       .where(eq(merchants.id, 'm_acme'));
+    await configChanged('m_acme');
     try {
       const { upload_limits } = (await visitorData(t.url, token)).body.data.setting;
       expect(upload_limits).toEqual({
@@ -231,6 +238,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
         .update(merchants)
         .set({ imageMaxBytes: 20971520, videoMaxBytes: 104857600 })
         .where(eq(merchants.id, 'm_acme'));
+      await configChanged('m_acme');
     }
   });
 

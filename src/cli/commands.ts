@@ -8,10 +8,12 @@ import {
   enableAgent,
   issueOperatorVisitorToken,
   LEVELS,
+  MERCHANT_SETTING_KEYS,
   publishTestEvent,
   resetAgentPassword,
   revokeOperatorVisitorToken,
   type SessionTerminator,
+  setMerchantSetting,
 } from '../resolvers/admin.js';
 
 /** Where a command writes: its result (JSON) to `out`, notes for the operator to `err`. */
@@ -59,6 +61,16 @@ export const COMMANDS: Record<string, Command> = {
       verified: flag('mark the merchant verified'),
     },
     run: ({ deps }, v) => createMerchant(deps, { bid: v.bid, appname: v.name, appkey: v.appkey, verified: v.verified }),
+  },
+  'merchant:set': {
+    summary:
+      "Change one of a merchant's settings (switch on|off|unset, upload limit in bytes, chat setting, appname); every running instance answers the new value at once.",
+    options: {
+      bid: opt('merchant bid'),
+      key: opt(`one of: ${MERCHANT_SETTING_KEYS.join(', ')}`),
+      value: opt('the new value'),
+    },
+    run: ({ deps }, v) => setMerchantSetting(deps, { bid: v.bid, key: v.key, value: v.value }),
   },
   'agent:create': {
     summary: 'Create an agent of a merchant; prints the generated password when none is given.',

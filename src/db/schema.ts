@@ -52,8 +52,8 @@ export const merchants = pgTable('merchants', {
     .notNull()
     .default({ nav: [], chat_actions: [], side_iframes: [], flags: {}, account_level_options: {} }),
   /**
-   * Reserved for a settings cache: to be bumped by whatever writes the settings above, so every
-   * instance can tell its copy is stale. Unused today: nothing caches merchant settings (README).
+   * Bumped by every write of the settings above (`merchant:set`); each instance's configuration
+   * cache is invalidated by a bus event from the same write (README "Configuration cache").
    */
   settingsVersion: integer('settings_version').notNull().default(1),
   /** Concurrent active conversations an agent takes by default (an agent may override it). */

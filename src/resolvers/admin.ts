@@ -9,13 +9,16 @@ import { newId, newSecret } from '../ids.js';
 import { publishEvent } from './channels.js';
 import { publishSessionEnded } from './events.js';
 import { displayName, languageTag, parseInput, publishEventInput, text } from './inputs.js';
+import { announceMerchantConfigChanged } from './merchant-config.js';
 import { agentSessionsKey } from './session.js';
 import { issueVisitorToken, revokeVisitorToken, userHashFor } from './visitor.js';
 
 /**
- * Operator actions (the admin CLI is their adapter): create merchants and agents, disable an
- * agent, reset a password, issue or revoke visitor tokens, publish a test event. Each validates
- * its own input and reuses the domain functions the gateway runs.
+ * Operator actions (the admin CLI is their adapter): create merchants and agents, change a
+ * merchant's settings, disable an agent, reset a password, issue or revoke visitor tokens,
+ * publish a test event. Each validates its own input and reuses the domain functions the gateway
+ * runs. Every write of a merchant's configuration announces it (merchant-config.ts), so every
+ * instance's configuration cache drops its copy.
  */
 
 /** Ends stored Sessions by ID; implemented over the HTTP session store by the adapter. */
@@ -37,6 +40,43 @@ export const createMerchantInput = z.object({
     .regex(/^[A-Za-z0-9_-]{8,128}$/, 'must be 8-128 letters, digits, _ or -')
     .optional(),
   verified: z.boolean().optional(),
+});
+
+/** Feature switches of the visitor widget: `on`, `off`, or `unset` (not configured: absent from the bootstrap). */
+export const SWITCH_KEYS = [
+  'voice',
+  'sound',
+  'upload_file',
+  'upload_img',
+  'emoji',
+  'session_invite_rating',
+  'session_invite_resolved',
+] as const;
+const LIMIT_COLUMNS = {
+  image_max_bytes: 'imageMaxBytes',
+  file_max_bytes: 'fileMaxBytes',
+  video_max_bytes: 'videoMaxBytes',
+  voice_max_bytes: 'voiceMaxBytes',
+} as const;
+/** Chat settings: integers within their bounds. */
+const CHAT_SETTINGS = {
+  max_concurrent_chats: { column: 'maxConcurrentChats', min: 1, max: 1000 },
+  idle_close_minutes: { column: 'idleCloseMinutes', min: 0, max: 10080 },
+} as const;
+/** Every key `merchant:set` accepts. */
+export const MERCHANT_SETTING_KEYS = [
+  ...SWITCH_KEYS,
+  ...(Object.keys(LIMIT_COLUMNS) as (keyof typeof LIMIT_COLUMNS)[]),
+  ...(Object.keys(CHAT_SETTINGS) as (keyof typeof CHAT_SETTINGS)[]),
+  'appname',
+] as const;
+/** Upload limits: whole bytes, at most 4 GiB. */
+const MAX_UPLOAD_LIMIT = 4 * 1024 ** 3;
+
+export const merchantSettingInput = z.object({
+  bid,
+  key: z.enum(MERCHANT_SETTING_KEYS),
+  value: z.string().max(256),
 });
 
 export const createAgentInput = z.object({
@@ -69,7 +109,57 @@ export async function createMerchant(deps: Deps, raw: unknown) {
     .returning({ id: merchants.id });
   if (inserted.length === 0) throw new DomainError('BAD_USER_INPUT', 'bid or appkey is already taken');
   await deps.db.insert(agentGroups).values({ id: newId('g'), merchantId: id, name: 'Default', isDefault: true });
+  await announceMerchantConfigChanged(deps, id);
   return { merchantId: id, bid: input.bid, appname: input.appname, appkey, identitySecret };
+}
+
+/**
+ * Changes one setting of a merchant (a feature switch, an upload limit, a chat setting or its
+ * appname), bumps `settings_version` in the same statement and announces the change: every
+ * instance answers the new value from its next bootstrap (README "Configuration cache").
+ */
+export async function setMerchantSetting(deps: Deps, raw: unknown) {
+  const input = parseInput(merchantSettingInput, raw);
+  const merchant = await merchantByBid(deps, input.bid);
+  const set: Partial<Record<string, unknown>> = {};
+  let value: string | number | null;
+  const key = input.key;
+  if ((SWITCH_KEYS as readonly string[]).includes(key)) {
+    if (!['on', 'off', 'unset'].includes(input.value)) throw badSetting(key, 'must be on, off or unset');
+    value = input.value === 'unset' ? null : input.value;
+    set.switches =
+      value === null
+        ? sql`${merchants.switches} - ${key}::text`
+        : sql`${merchants.switches} || ${JSON.stringify({ [key]: value })}::jsonb`;
+  } else if (key in LIMIT_COLUMNS) {
+    value = integerSetting(key, input.value, 0, MAX_UPLOAD_LIMIT);
+    set[LIMIT_COLUMNS[key as keyof typeof LIMIT_COLUMNS]] = value;
+  } else if (key in CHAT_SETTINGS) {
+    const spec = CHAT_SETTINGS[key as keyof typeof CHAT_SETTINGS];
+    value = integerSetting(key, input.value, spec.min, spec.max);
+    set[spec.column] = value;
+  } else {
+    value = parseInput(z.object({ appname: text(64).refine((s) => s.trim().length > 0, 'is required') }), {
+      appname: input.value,
+    }).appname;
+    set.appname = value;
+  }
+  const [updated] = await deps.db
+    .update(merchants)
+    .set({ ...set, settingsVersion: sql`${merchants.settingsVersion} + 1` })
+    .where(eq(merchants.id, merchant.id))
+    .returning({ settingsVersion: merchants.settingsVersion });
+  const announced = await announceMerchantConfigChanged(deps, merchant.id);
+  return { bid: input.bid, key, value, settingsVersion: updated?.settingsVersion, announced };
+}
+
+const badSetting = (key: string, message: string) => new DomainError('BAD_USER_INPUT', `${key} ${message}`);
+
+function integerSetting(key: string, raw: string, min: number, max: number): number {
+  if (!/^\d{1,12}$/.test(raw)) throw badSetting(key, 'must be a whole number');
+  const n = Number(raw);
+  if (n < min || n > max) throw badSetting(key, `must be between ${min} and ${max}`);
+  return n;
 }
 
 /** Creates an agent of a merchant; a password is generated (and returned once) when none is given. */

@@ -9,8 +9,11 @@ import { z } from 'zod';
  * `origin: 'bus'`.
  */
 
-/** Which channel carries an event: `global-{bid}`, `agent-{agent_id}` or the visitor's own. */
-export type Audience = 'global' | 'agent' | 'visitor';
+/**
+ * Which channel carries an event: `global-{bid}`, `agent-{agent_id}` or the visitor's own; or
+ * `internal`, the instances' own channel (`internal:config`) that no client identity may subscribe to.
+ */
+export type Audience = 'global' | 'agent' | 'visitor' | 'internal';
 
 export interface EventDeclaration<Domain, Wire> {
   audiences: readonly Audience[];
@@ -298,6 +301,19 @@ export const eventCatalog = {
       rating: d.rating,
       resolved: d.resolved,
     }),
+  }),
+  'merchant.config_changed': declare({
+    audiences: ['internal'],
+    description:
+      "A merchant's configuration (settings, switches, upload limits, groups, attribute definitions, extensions) changed: every instance drops its cached copy.",
+    payload: z.object({ merchant_id: z.string() }).strict(),
+    toWire: (d: { merchantId: string }) => ({ merchant_id: d.merchantId }),
+  }),
+  'visitor_token.revoked': declare({
+    audiences: ['internal'],
+    description: 'A visitor token was revoked: every instance forgets its cached check of it (SHA-256 of the token).',
+    payload: z.object({ token_hash: z.string() }).strict(),
+    toWire: (d: { tokenHash: string }) => ({ token_hash: d.tokenHash }),
   }),
   subscribed: declare({
     audiences: ['global', 'agent', 'visitor'],

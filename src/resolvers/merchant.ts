@@ -1,6 +1,5 @@
-import { asc, eq, sql } from 'drizzle-orm';
-import { preparedQuery } from '../db/prepared.js';
-import { type Merchant, merchants, visitorAttributeDefs } from '../db/schema.js';
+import { eq } from 'drizzle-orm';
+import { type FeatureSwitches, type Merchant, merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 
 export interface UploadLimits {
@@ -27,19 +26,30 @@ export interface VisitorAttributeDef {
 
 export const isEditable = (type: string, editable: boolean) => editable && type !== 'image';
 
-const attributeDefsOf = preparedQuery((db) =>
-  db
-    .select()
-    .from(visitorAttributeDefs)
-    .where(eq(visitorAttributeDefs.merchantId, sql.placeholder('merchantId')))
-    .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key))
-    .prepare('attribute_defs_of'),
-);
+/**
+ * The merchant's configuration (row, groups, attribute definitions) through the instance's
+ * configuration cache (merchant-config.ts): from memory while it is fresh. Undefined: no such merchant.
+ */
+export function merchantConfig(deps: Deps, merchantId: string) {
+  return deps.configCache.get(merchantId);
+}
 
 /** The merchant's visitor attribute configuration, in display order. */
 export async function loadAttributeDefs(deps: Deps, merchantId: string): Promise<VisitorAttributeDef[]> {
-  const rows = await attributeDefsOf(deps.db).execute({ merchantId });
-  return rows.map((d) => ({ key: d.key, label: d.label, type: d.type, editable: isEditable(d.type, d.editable) }));
+  return (await merchantConfig(deps, merchantId))?.attributeDefs ?? [];
+}
+
+/**
+ * What a merchant allows visitors to send: the upload limits (the bootstrap's `upload_limits`)
+ * and the feature switches, through the configuration cache. The one lookup for uploads.
+ */
+export async function loadUploadPolicy(
+  deps: Deps,
+  merchantId: string,
+): Promise<{ merchant: Merchant; limits: UploadLimits; switches: FeatureSwitches } | undefined> {
+  const config = await merchantConfig(deps, merchantId);
+  if (!config) return undefined;
+  return { merchant: config.merchant, limits: uploadLimitsOf(config.merchant), switches: config.merchant.switches };
 }
 
 export async function findMerchantByAppkey(deps: Deps, appkey: string): Promise<Merchant | undefined> {

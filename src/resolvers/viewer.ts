@@ -81,16 +81,32 @@ export async function endSession(deps: Deps, session: SessionPort, agentId: stri
   await publishSessionEnded(deps, agentId, [sessionId], reason);
 }
 
-/** The visitor of a `Bearer` token: unexpired, unrevoked, and its merchant's. */
+/**
+ * The visitor of a `Bearer` token: unexpired, unrevoked, and its merchant's. A check may be
+ * reused from the configuration cache for up to 1 s (never past the token's expiry; a
+ * revocation is announced to every instance), so a revoked token is refused everywhere within 1 s.
+ */
 export async function requireVisitor(deps: Deps, token: string | undefined): Promise<VisitorViewer> {
   if (!token) throw visitorUnauthenticated();
-  const [row] = await visitorByToken(deps.db).execute({
-    hash: hashToken(token),
-    now: new Date(deps.now()).toISOString(),
-  });
+  const hash = hashToken(token);
+  const startedAt = deps.now();
+  const cached = deps.configCache.token(hash, startedAt);
+  if (cached) return visitorViewer(cached);
+  const epoch = deps.configCache.tokenEpoch();
+  const [row] = await visitorByToken(deps.db).execute({ hash, now: new Date(startedAt).toISOString() });
   if (!row) throw visitorUnauthenticated();
-  return { kind: 'visitor', ...row };
+  const checked = { ...row, expiresAt: row.expiresAt.getTime() };
+  deps.configCache.rememberToken(hash, checked, startedAt, epoch);
+  return visitorViewer(checked);
 }
+
+const visitorViewer = (t: { visitorId: string; merchantId: string; bid: string; channel: string }): VisitorViewer => ({
+  kind: 'visitor',
+  visitorId: t.visitorId,
+  merchantId: t.merchantId,
+  bid: t.bid,
+  channel: t.channel,
+});
 
 const agentById = preparedQuery((db) =>
   db
@@ -104,7 +120,13 @@ const agentById = preparedQuery((db) =>
 /** The token's visitor, of the token's own merchant, while the token is unrevoked and unexpired. */
 const visitorByToken = preparedQuery((db) =>
   db
-    .select({ visitorId: visitors.id, merchantId: visitors.merchantId, bid: merchants.bid, channel: visitors.channel })
+    .select({
+      visitorId: visitors.id,
+      merchantId: visitors.merchantId,
+      bid: merchants.bid,
+      channel: visitors.channel,
+      expiresAt: visitorTokens.expiresAt,
+    })
     .from(visitorTokens)
     .innerJoin(
       visitors,

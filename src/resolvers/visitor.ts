@@ -1,11 +1,12 @@
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
-import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, eq, gt, isNull, sql } from 'drizzle-orm';
 import { preparedQuery } from '../db/prepared.js';
-import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
+import { visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
-import { findMerchantByAppkey, isEditable, type UploadLimits, uploadLimitsOf } from './merchant.js';
+import { findMerchantByAppkey, merchantConfig, type UploadLimits, uploadLimitsOf } from './merchant.js';
+import { announceVisitorTokenRevoked } from './merchant-config.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
 import { announceOnline } from './visitor-online.js';
 
@@ -46,31 +47,22 @@ export interface VisitorBootstrap {
   };
 }
 
-const visitorWithMerchant = preparedQuery((db) =>
+const visitorOf = preparedQuery((db) =>
   db
-    .select({ visitor: visitors, merchant: merchants })
+    .select()
     .from(visitors)
-    .innerJoin(merchants, eq(merchants.id, visitors.merchantId))
     .where(and(eq(visitors.id, sql.placeholder('visitorId')), eq(visitors.merchantId, sql.placeholder('merchantId'))))
     .limit(1)
-    .prepare('visitor_with_merchant'),
+    .prepare('visitor_of'),
 );
 
-/** The visitor's attributes that the merchant configures, in display order. */
-const attributesOf = preparedQuery((db) =>
+/** The visitor's stored attribute values (the merchant's definitions come from the configuration cache). */
+const attributeValuesOf = preparedQuery((db) =>
   db
-    .select({ def: visitorAttributeDefs, value: visitorAttributes.value })
+    .select({ key: visitorAttributes.key, value: visitorAttributes.value })
     .from(visitorAttributes)
-    .innerJoin(
-      visitorAttributeDefs,
-      and(
-        eq(visitorAttributeDefs.key, visitorAttributes.key),
-        eq(visitorAttributeDefs.merchantId, sql.placeholder('merchantId')),
-      ),
-    )
     .where(eq(visitorAttributes.visitorId, sql.placeholder('visitorId')))
-    .orderBy(asc(visitorAttributeDefs.position), asc(visitorAttributeDefs.key))
-    .prepare('visitor_attributes_of'),
+    .prepare('visitor_attribute_values_of'),
 );
 
 /**
@@ -82,13 +74,18 @@ export async function loadVisitorBootstrap(
   viewer: VisitorViewer,
   opts: { wsAddress: string },
 ): Promise<VisitorBootstrap> {
-  const [[row], attributes] = await Promise.all([
-    visitorWithMerchant(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
-    attributesOf(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
+  // The visitor's own rows from the database; the merchant's configuration from memory.
+  const [[visitor], values, config] = await Promise.all([
+    visitorOf(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
+    attributeValuesOf(deps.db).execute({ visitorId: viewer.visitorId }),
+    merchantConfig(deps, viewer.merchantId),
   ]);
-  if (!row) throw new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor not found: get a new visitor token');
-  const { visitor, merchant } = row;
+  if (!visitor || !config)
+    throw new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor not found: get a new visitor token');
+  const { merchant } = config;
   const s = merchant.switches;
+  // The configured attributes the visitor has a value for, in the definitions' display order.
+  const stored = new Map(values.map((v) => [v.key, v.value]));
 
   void announceOnline(deps, merchant.bid, visitor);
 
@@ -99,13 +96,15 @@ export async function loadVisitorBootstrap(
       uid: visitor.id,
       lang: visitor.lang,
       channel: visitor.channel,
-      attributes: attributes.map(({ def, value }) => ({
-        key: def.key,
-        label: def.label,
-        type: def.type,
-        value: value ?? null,
-        editable: isEditable(def.type, def.editable),
-      })),
+      attributes: config.attributeDefs
+        .filter((def) => stored.has(def.key))
+        .map((def) => ({
+          key: def.key,
+          label: def.label,
+          type: def.type,
+          value: stored.get(def.key) ?? null,
+          editable: def.editable,
+        })),
     },
     setting: {
       appname: merchant.appname,
@@ -196,6 +195,8 @@ export async function revokeVisitorToken(deps: Deps, token: string): Promise<boo
       ),
     )
     .returning({ hash: visitorTokens.tokenHash });
+  // Instances that cached this token's check drop it (they would anyway within 1 s).
+  if (revoked[0]) await announceVisitorTokenRevoked(deps, revoked[0].hash);
   return revoked.length > 0;
 }
 

@@ -1,11 +1,11 @@
-import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import { preparedQuery } from '../db/prepared.js';
-import { type Agent, agentGroups, conversations, merchants, visitors, type WorkbenchExtensions } from '../db/schema.js';
+import { type Agent, conversations, visitors, type WorkbenchExtensions } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import type { LastMessageItem } from './chat-rows.js';
 import { unreadForAgent } from './conversations.js';
-import { loadAttributeDefs, type VisitorAttributeDef } from './merchant.js';
+import { merchantConfig, type VisitorAttributeDef } from './merchant.js';
 import { type AgentState, readAgentState } from './presence.js';
 import { type AgentViewer, requireOnlineReception } from './viewer.js';
 
@@ -44,24 +44,6 @@ export interface Workbench {
   extensions: WorkbenchExtensions;
 }
 
-const merchantById = preparedQuery((db) =>
-  db
-    .select()
-    .from(merchants)
-    .where(eq(merchants.id, sql.placeholder('merchantId')))
-    .limit(1)
-    .prepare('merchant_by_id'),
-);
-
-const groupsOf = preparedQuery((db) =>
-  db
-    .select()
-    .from(agentGroups)
-    .where(eq(agentGroups.merchantId, sql.placeholder('merchantId')))
-    .orderBy(desc(agentGroups.isDefault), asc(agentGroups.position), asc(agentGroups.name))
-    .prepare('agent_groups_of'),
-);
-
 const openConversationsOf = preparedQuery((db) =>
   db
     .select({ c: conversations, name: visitors.nickname, unread: unreadForAgent })
@@ -89,15 +71,14 @@ const openConversationsOf = preparedQuery((db) =>
 export async function loadWorkbench(deps: Deps, viewer: AgentViewer, opts: { wsAddress: string }): Promise<Workbench> {
   requireOnlineReception(viewer);
   const { merchantId, agent } = viewer;
-  const [[merchant], groups, chats, defs, profile] = await Promise.all([
-    merchantById(deps.db).execute({ merchantId }),
-    groupsOf(deps.db).execute({ merchantId }),
+  // The merchant's configuration (row, groups, attribute definitions) comes from memory.
+  const [config, chats, profile] = await Promise.all([
+    merchantConfig(deps, merchantId),
     openConversationsOf(deps.db).execute({ merchantId, agentId: agent.id }),
-    loadAttributeDefs(deps, merchantId),
     loadAgentProfile(deps, agent),
   ]);
-  if (!merchant)
-    throw new DomainError('SESSION_MISMATCH', 'Invalid parameter: merchant not found, please log in again');
+  if (!config) throw new DomainError('SESSION_MISMATCH', 'Invalid parameter: merchant not found, please log in again');
+  const { merchant, groups, attributeDefs: defs } = config;
 
   const onlyMine = viewer.level !== 'admin' && merchant.workbenchSettings.history_only_mine === true;
   return {

@@ -54,6 +54,8 @@ export const EVENTS = Object.freeze({
   "conversation.transferred": "conversation.transferred",
   "conversation.closed": "conversation.closed",
   "conversation.rating_invited": "conversation.rating_invited",
+  "merchant.config_changed": "merchant.config_changed",
+  "visitor_token.revoked": "visitor_token.revoked",
   "subscribed": "subscribed",
   "history.gap": "history.gap"
 });
