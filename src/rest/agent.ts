@@ -148,6 +148,7 @@ export const agentEndpoints: AnyRoute[] = [
     description:
       'Checks username, password and the login captcha of the same Session; on success regenerates the Session and returns its ID. Failures: wrong captcha 1001, wrong credentials or locked 1002, disabled 1003.',
     input: loginInput,
+    requestExample: { username: 'alice', password: 'alice-password', captcha: 'x7kq' },
     output: z
       .object({
         token: z
@@ -168,6 +169,7 @@ export const agentEndpoints: AnyRoute[] = [
     description:
       'Needs the registration graphic captcha of the same Session; only when SMS registration is on (else 1005). The 6-digit code is valid 5 minutes. Rate-limited per Session, number and IP (429 with a message to show). Spec: success is code 0, msg "", data [].',
     input: smsCaptchaInput,
+    requestExample: { mobile: '13800138000', captcha: 'x7kq' },
     output: z.array(z.unknown()).max(0),
     msg: '',
     errors: { 502: 'The SMS could not be sent (1007).' },
@@ -183,6 +185,7 @@ export const agentEndpoints: AnyRoute[] = [
     tag: 'Agent login',
     summary: 'Verify a registration SMS code',
     input: smsVerifyInput,
+    requestExample: { mobile: '13800138000', code: '123456' },
     output: z.object({ mobile: z.string(), verified: z.literal(true) }).strict(),
     async handle({ deps, req, input }) {
       await verifySmsCode(deps, requestSessionPort(req), input);

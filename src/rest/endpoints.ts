@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { agentEndpoints } from './agent.js';
 import { operationsEndpoints } from './health.js';
 import { internalEndpoints } from './internal.js';
@@ -20,7 +21,11 @@ export const endpoints: readonly AnyRoute[] = [
     identity: 'public',
     tag: 'Operations',
     summary: 'This OpenAPI document',
-    raw: { contentType: 'application/json', description: 'OpenAPI 3.1.' },
+    raw: {
+      contentType: 'application/json',
+      description: 'OpenAPI 3.1.',
+      schema: z.object({ openapi: z.string() }).passthrough(),
+    },
     async handle({ res }) {
       res.type('application/json').send(openApiJson());
     },

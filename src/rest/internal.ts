@@ -18,6 +18,7 @@ export const internalEndpoints: AnyRoute[] = [
       'For the merchant’s own services: publishes `data` as `event` on `channel`. The gateway’s own event names (see README "Events") are reserved. Absent (404) when INTERNAL_API_TOKEN is unset.',
     enabled: (config) => Boolean(config.internalApiToken),
     input: publishEventInput,
+    requestExample: { channel: 'global-demo', event: 'order.shipped', data: { order_id: 'o_1001' } },
     encodings: ['json'],
     output: z.object({ id: z.string().openapi({ description: 'The event id in its channel.' }) }).strict(),
     status: 202,

@@ -64,6 +64,9 @@ function errorResponses(route: AnyRoute): Record<string, string> {
   if (route.identity === 'visitor') errors['401'] = 'Visitor token missing, invalid or expired (1401).';
   if (route.identity === 'agent') errors['403'] = 'ticket_agent on an online-reception endpoint (1403).';
   if (route.identity === 'internal') errors['403'] = 'Missing or wrong internal token (1403).';
+  // What a visitor or agent addresses (a conversation, a visitor, an attachment) may not exist
+  // for it — another merchant's included, without telling which.
+  if (route.input && (route.identity === 'agent' || route.identity === 'visitor')) errors['404'] = 'Not found (1404).';
   errors['405'] = 'The path exists with another method (1405); see `Allow`.';
   if (route.method === 'post') errors['413'] = `Body larger than ${MAX_BODY} (1413).`;
   errors['429'] = 'Rate-limited (1429); see Retry-After.';
@@ -77,7 +80,10 @@ function errorResponses(route: AnyRoute): Record<string, string> {
 function requestOf(route: AnyRoute): RouteConfig['request'] {
   if (!route.input) return undefined;
   if (route.method === 'get') return { query: unwrapObject(route.input) };
-  const content = Object.fromEntries(encodingsOf(route).map((e) => [mediaTypes[e], { schema: route.input }]));
+  const example = route.requestExample === undefined ? {} : { example: route.requestExample };
+  const content = Object.fromEntries(
+    encodingsOf(route).map((e) => [mediaTypes[e], { schema: route.input, ...example }]),
+  );
   return { body: { required: true, content } };
 }
 

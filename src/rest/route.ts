@@ -73,6 +73,8 @@ export interface JsonRoute<I extends Identity, S extends z.ZodTypeAny | undefine
   msg?: string;
   /** Example `data` for the OpenAPI document. */
   example?: z.input<O>;
+  /** A valid request (body or query), for the OpenAPI document and the conformance run. */
+  requestExample?: S extends z.ZodTypeAny ? z.input<S> : never;
   handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<z.input<O>>;
 }
 
@@ -82,6 +84,7 @@ export interface RawRoute<I extends Identity, S extends z.ZodTypeAny | undefined
   encodings?: BodyEncoding[];
   /** What it answers on success; `schema` documents (and tests check) a JSON answer. */
   raw: { contentType: string; description: string; schema?: z.ZodTypeAny; statuses?: number[] };
+  requestExample?: S extends z.ZodTypeAny ? z.input<S> : never;
   handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<void>;
 }
 

@@ -118,6 +118,7 @@ export const visitorEndpoints: AnyRoute[] = [
     description:
       'For the merchant of a public appkey: a new anonymous visitor, or with user_id and user_hash (hex HMAC-SHA256 of user_id under the merchant identity secret) the same identified visitor every time. Rate-limited per IP. Unknown appkey 1008, user_hash mismatch 1009.',
     input: visitorTokenInput,
+    requestExample: { appkey: 'demo-appkey', nickname: 'Lily', lang: 'en' },
     output: z
       .object({
         token: z.string().openapi({ description: 'Send as `Authorization: Bearer <token>`.' }),
