@@ -142,7 +142,11 @@ export function parseRange(
 }
 
 const dispositionName = (name: string) =>
-  `filename="${name.replace(/[^\x20-\x7e]/g, '_').replace(/[\\"]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(name)}`;
+  `filename="${name.replace(/[^\x20-\x7e]/g, '_').replace(/[\\"]/g, '_')}"; filename*=UTF-8''${rfc5987(name)}`;
+
+/** RFC 5987 value characters: encodeURIComponent leaves ' ( ) * as they are. */
+const rfc5987 = (name: string) =>
+  encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 const kindOf = (value: string | null | undefined) => {
   if (value === null || value === undefined || value === '') return undefined;
