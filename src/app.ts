@@ -2,7 +2,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from './config.js';
-import { seedDemoDataIfEmpty } from './db/seed.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
 import { graphqlCors } from './http/cors.js';
@@ -15,6 +14,8 @@ import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
 import { startAttachmentCleanup } from './resolvers/attachments.js';
+import { createChatService } from './resolvers/chat-service.js';
+import { loadDemoDataIfEmpty } from './resolvers/demo.js';
 import { attachmentRoutes, isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
@@ -49,6 +50,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);
+  // The chat's background work (outbox drain, idle close, queue retry): started with the server.
+  const chat = createChatService(deps);
   const storage = createObjectStorage(config.attachments);
   let attachmentCleanup: { stop(): Promise<void> } | undefined;
 
@@ -103,13 +106,14 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
     sessions,
     async start() {
       await deps.database.migrate();
-      if (config.demoSeed) await seedDemoDataIfEmpty(deps);
+      if (config.demoSeed) await loadDemoDataIfEmpty(deps);
       // Merchant configuration is cached from here on, invalidated through the bus (README "Configuration cache").
       await deps.configCache.start();
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
         server.listen(config.port, config.host, () => resolve());
       });
+      chat.start();
       deps.realtime.start();
       attachmentCleanup = startAttachmentCleanup(deps, storage);
       const { port } = server.address() as AddressInfo;
@@ -125,6 +129,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         const timer = setTimeout(() => server.closeAllConnections(), 5000);
         await closed;
         clearTimeout(timer);
+        await chat.stop();
         await attachmentCleanup?.stop();
         await storage.close();
         await deps.close();
