@@ -24,6 +24,8 @@ import { MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
 import { createObjectStorage } from './stores/storage/index.js';
 import { createConnectionCore } from './subscriptions/connection.js';
+import { createPusherServer, PUSHER_PATH } from './subscriptions/pusher.js';
+import { PUSHER_AUTH_PATH, pusherAuthRoute } from './subscriptions/pusher-auth.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
@@ -83,6 +85,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   );
   // Matched after the hot API paths, so those traverse as few layers as possible.
   app.use(openApiDocsPages(config, endpoints));
+  // The Pusher channel authorization endpoint (interim: to be folded into the REST declarations).
+  app.post(PUSHER_AUTH_PATH, pusherAuthRoute(deps, sessions));
   app.use(pageRoutes(deps));
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));
@@ -90,13 +94,18 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   const server = createServer(app);
   const connections = createConnectionCore(deps, sessions);
   const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections);
+  const pusher = createPusherServer(deps, sessions, connections);
   countSockets(subscriptions.wss, deps.metrics);
+  countSockets(pusher.wss, deps.metrics);
   server.on('upgrade', (req, socket, head) => {
-    if (new URL(req.url ?? '/', 'http://x').pathname !== '/graphql') {
+    // One port, two protocols: graphql-ws at /graphql, the Pusher protocol at /app/{appkey}.
+    const { pathname } = new URL(req.url ?? '/', 'http://x');
+    const wss = pathname === '/graphql' ? subscriptions.wss : PUSHER_PATH.test(pathname) ? pusher.wss : undefined;
+    if (!wss) {
       socket.destroy();
       return;
     }
-    subscriptions.wss.handleUpgrade(req, socket, head, (ws) => subscriptions.wss.emit('connection', ws, req));
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
   });
 
   let stopping: Promise<void> | undefined;
@@ -124,7 +133,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
       stopping ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
-        await subscriptions.close();
+        await Promise.all([subscriptions.close(), pusher.close()]);
         // In-flight requests get a few seconds to finish; then the remaining connections go.
         const timer = setTimeout(() => server.closeAllConnections(), 5000);
         await closed;
