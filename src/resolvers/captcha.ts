@@ -36,13 +36,15 @@ function decode(stored: string | null): { answer: string; expiresAt: number } | 
  */
 export async function issueCaptcha(deps: Deps, session: SessionPort, purpose: CaptchaPurpose): Promise<Buffer> {
   // The Session must exist in the store (and its cookie be set) for the answer to be found again.
-  if (!session.state.createdAt) {
-    session.state.createdAt = deps.now();
-    await session.save();
-  }
   const { answer, jpeg } = await renderCaptcha(deps.config.captchaTestAnswer);
   const expiresAt = deps.now() + CAPTCHA_TTL_SECONDS * 1000;
-  await deps.kv.set(captchaKey(purpose, session.id), encode(answer, expiresAt), CAPTCHA_TTL_SECONDS);
+  // A new Session and the answer are stored in one wait (two independent keys).
+  const newSession = !session.state.createdAt;
+  if (newSession) session.state.createdAt = deps.now();
+  await Promise.all([
+    newSession ? session.save() : undefined,
+    deps.kv.set(captchaKey(purpose, session.id), encode(answer, expiresAt), CAPTCHA_TTL_SECONDS),
+  ]);
   deps.metrics.captchaIssued(purpose);
   return jpeg;
 }
@@ -60,6 +62,20 @@ export async function consumeCaptcha(
   given: string,
   clientIp: string,
 ) {
+  await (await checkCaptcha(deps, sessionId, purpose, given, clientIp)).reward();
+}
+
+/**
+ * As {@link consumeCaptcha}, but the right answer's point is given back by the caller
+ * (`reward()`), so it can share a round trip with the caller's next store calls.
+ */
+export async function checkCaptcha(
+  deps: Deps,
+  sessionId: string,
+  purpose: CaptchaPurpose,
+  given: string,
+  clientIp: string,
+) {
   const failures = deps.rateLimiter(CAPTCHA_FAILURES);
   const [stored] = await Promise.all([
     deps.kv.take(captchaKey(purpose, sessionId)).then(decode),
@@ -69,7 +85,7 @@ export async function consumeCaptcha(
     stored !== undefined && stored.expiresAt > deps.now() && sameText(stored.answer, given.trim().toLowerCase());
   if (!ok && purpose === 'login') deps.metrics.loginFailed('captcha');
   if (!ok) throw new DomainError('CAPTCHA_INVALID', 'Wrong or expired captcha, please enter the new one');
-  await failures.reward(clientIp);
+  return { reward: () => failures.reward(clientIp) };
 }
 
 /**

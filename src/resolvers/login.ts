@@ -1,9 +1,10 @@
 import { eq, sql } from 'drizzle-orm';
 import { verifyPassword } from '../auth/passwords.js';
+import { preparedQuery } from '../db/prepared.js';
 import { agents, merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
-import { consumeCaptcha } from './captcha.js';
+import { checkCaptcha } from './captcha.js';
 import { globalChannel, publishQuietly } from './events.js';
 import { agentSessionsKey, type SessionPort } from './session.js';
 import { endSession, TICKET_AGENT } from './viewer.js';
@@ -54,7 +55,9 @@ export async function login(
   input: LoginInput,
   clientIp: string,
 ): Promise<LoginResult> {
-  await consumeCaptcha(deps, session.id, 'login', input.captcha, clientIp);
+  // Round trips are batched (BENCHMARKS.md, login): each `Promise.all` below is one wait for the
+  // stores, and the captcha's own point comes back in the same wait as the login attempts.
+  const captchaOk = await checkCaptcha(deps, session.id, 'login', input.captcha, clientIp);
 
   const account = input.username.trim().toLowerCase();
   const accountLimiter = deps.rateLimiter(ACCOUNT_ATTEMPTS);
@@ -62,19 +65,15 @@ export async function login(
   // Both attempts are taken before the password is compared (atomically, in the shared store),
   // so a burst of parallel guesses gets no more than the limits compared. The address's point is
   // given back on success: it counts failures only, as many agents share one NAT.
-  const [accountSpent, ipSpent] = await Promise.all([
+  const [accountSpent, ipSpent, [row]] = await Promise.all([
     accountLimiter.consume(account, () => LOGIN_FAILED_MSG).then(() => false, spent),
     ipLimiter.consume(clientIp, () => LOGIN_FAILED_MSG).then(() => false, spent),
+    agentByLogin(deps.db).execute({ account }),
+    captchaOk.reward(),
   ]);
   // A locked account still lets in an address it logged in from before, within that address's own budget.
   const accountLocked = accountSpent && !(await knownAddressMayTry(deps, account, clientIp));
 
-  const [row] = await deps.db
-    .select({ agent: agents, bid: merchants.bid })
-    .from(agents)
-    .innerJoin(merchants, eq(merchants.id, agents.merchantId))
-    .where(eq(sql`lower(${agents.username})`, account))
-    .limit(1);
   // Always hash, so a locked account, an unknown user and a wrong password cost the same time.
   const passwordOk = await verifyPassword(row?.agent.passwordHash, input.password);
 
@@ -91,18 +90,32 @@ export async function login(
     accountLimiter.reset(account),
     ipLimiter.reward(clientIp),
     deps.kv.set(knownAddressKey(account, clientIp), '1', KNOWN_ADDRESS_TTL_SECONDS),
+    session.regenerate(),
   ]);
 
-  await session.regenerate();
   session.state.createdAt = deps.now();
   session.state.agent = { agentId: agent.id, merchantId: agent.merchantId, bid, level: agent.level };
   if (input.cid) session.state.cid = input.cid;
-  await session.save();
-  await deps.kv.addToSet(agentSessionsKey(agent.id), session.id, deps.config.sessionAbsoluteTtlSeconds);
-  await publishQuietly(deps, globalChannel(bid), 'agent.login', { agentId: agent.id, nickname: agent.nickname });
+  // The Session, its index entry and the announcement in one wait (a write never recreates an ended Session).
+  await Promise.all([
+    session.save(),
+    deps.kv.addToSet(agentSessionsKey(agent.id), session.id, deps.config.sessionAbsoluteTtlSeconds),
+    publishQuietly(deps, globalChannel(bid), 'agent.login', { agentId: agent.id, nickname: agent.nickname }),
+  ]);
 
   return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
 }
+
+/** The agent of a login name (case-folded) with its merchant's bid: a prepared statement. */
+const agentByLogin = preparedQuery((db) =>
+  db
+    .select({ agent: agents, bid: merchants.bid })
+    .from(agents)
+    .innerJoin(merchants, eq(merchants.id, agents.merchantId))
+    .where(eq(sql`lower(${agents.username})`, sql.placeholder('account')))
+    .limit(1)
+    .prepare('agent_by_login'),
+);
 
 /** A rate limit's refusal as `true` (spent); any other error goes on. */
 function spent(error: unknown): boolean {
