@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { agentEndpoints } from './agent.js';
+import { chatEndpoints } from './chat.js';
 import { operationsEndpoints } from './health.js';
 import { internalEndpoints } from './internal.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -13,6 +14,7 @@ import { visitorEndpoints } from './visitor.js';
 export const endpoints: readonly AnyRoute[] = [
   ...agentEndpoints,
   ...visitorEndpoints,
+  ...chatEndpoints,
   ...internalEndpoints,
   ...operationsEndpoints,
   rawRoute({

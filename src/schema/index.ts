@@ -3,6 +3,7 @@ import './visitor.js';
 import './workbench.js';
 import './auth.js';
 import './channel.js';
+import './chat.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });
