@@ -1,6 +1,6 @@
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conversations } from '../src/db/schema.js';
+import { conversations, messages } from '../src/db/schema.js';
 import { DomainError } from '../src/errors.js';
 import {
   assignAgent,
@@ -16,7 +16,15 @@ import {
 import { globalChannel } from '../src/resolvers/events.js';
 import { listMessages } from '../src/resolvers/messages.js';
 import { setAgentState } from '../src/resolvers/presence.js';
-import { eventually, factories, recordEvents, releaseTestDeps, type TestDeps, testDeps } from './support/deps.js';
+import {
+  eventually,
+  factories,
+  recordEvents,
+  releaseTestDeps,
+  secondInstance,
+  type TestDeps,
+  testDeps,
+} from './support/deps.js';
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;
@@ -176,6 +184,28 @@ describe('Assignment (the spec step 2)', () => {
     expect(servedOrder).toEqual(byPosition.slice(0, 15).map((r) => r.conversationId));
     const total = await Promise.all(agents.map((a) => activeCount(a.agentId)));
     expect(total).toEqual([5, 5, 5]);
+  });
+
+  it('two instances assigning at once (shared database and stores) never exceed a capacity and assign each conversation once', async () => {
+    const other = await secondInstance();
+    if (!other) return; // PGlite is one process: see the real-services run
+    try {
+      const m = await f.merchant({ maxConcurrentChats: 3 });
+      const agents = [await f.agent(m), await f.agent(m)];
+      for (const a of agents) await f.online(a);
+      const visitors = [];
+      for (let i = 0; i < 12; i++) visitors.push(await f.visitor(m));
+      const results = await Promise.all(visitors.map((v, i) => assignAgent(i % 2 ? other : deps, v)));
+      expect(results.filter((r) => r.state === 'active')).toHaveLength(6);
+      for (const a of agents) expect(await activeCount(a.agentId)).toBe(3);
+      const assignedMessages = await deps.db
+        .select({ id: messages.id })
+        .from(messages)
+        .where(and(eq(messages.merchantId, m.merchantId), eq(messages.senderType, 'system')));
+      expect(assignedMessages).toHaveLength(6);
+    } finally {
+      await other.close();
+    }
   });
 
   it('the queue drains when an agent comes online, oldest first, under its capacity', async () => {
