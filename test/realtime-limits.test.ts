@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { seedDemoData } from '../src/db/seed.js';
 import { SESSION_REVALIDATE_MS } from '../src/subscriptions/ws.js';
 import { agentSession, HttpClient, visitorToken } from './support/clients.js';
+import { rawPusher } from './support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp, withClockAhead } from './support/test-app.js';
 import { closeAllSockets, connectSocket, eventually, type TestSocket } from './support/ws.js';
 
@@ -42,6 +43,10 @@ const visitorFrom = async (address: string) => {
   return { token, channel: body.data.visitor.channel, socket };
 };
 
+/** A raw Pusher-protocol socket from `address`. */
+const pusherSocket = (address: string) =>
+  rawPusher(`${t.url.replace('http', 'ws')}/app/demo-appkey?protocol=7`, { 'x-forwarded-for': address });
+
 const healthz = async () => (await fetch(`${t.url}/healthz`)).status;
 
 /** Opens sockets with `open` until one is refused (at most `max`); returns the open ones and the refusal. */
@@ -72,6 +77,8 @@ describe('caps on sockets and subscriptions (issue 18 row 1)', () => {
     const refused = (await visitorFrom('10.1.0.5')).socket();
     await expect(refused.acked).rejects.toThrow();
     expect(await refused.closed).toEqual({ code: 1013, reason: 'Server at capacity: retry later' });
+    // The Pusher transport shares the ceiling: 4100, which pusher-js retries after backing off.
+    expect((await pusherSocket('10.1.0.5').closed).code).toBe(4100);
     expect(await healthz()).toBe(200);
     // A socket that closes frees its place.
     await opened[0]?.dispose();
@@ -106,6 +113,8 @@ describe('caps on sockets and subscriptions (issue 18 row 1)', () => {
     );
     expect(accepted).toHaveLength(4);
     expect(refusal).toEqual({ code: 4429, reason: 'Too many connections from this address' });
+    // Pusher sockets count against the same caps: 4004 (over quota, pusher-js does not retry).
+    expect((await pusherSocket('10.3.0.1').closed).code).toBe(4004);
     expect(await healthz()).toBe(200);
     // Another address is not affected.
     await (await visitorFrom('10.3.0.2')).socket().acked;
