@@ -4,12 +4,15 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { Config } from './config.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
+import { cappedRawBody, declaredBodyCap } from './http/body-limit.js';
+import { limitServer, serverOptions } from './http/connections.js';
 import { graphqlCors } from './http/cors.js';
 import { refuseCrossSiteWrites } from './http/cross-site.js';
+import { API_PATHS, noStore } from './http/no-store.js';
 import { bearerToken } from './http/request.js';
 import { createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
-import { countSockets, requestObservability } from './observability/http.js';
+import { countSockets, metricsGuard, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
@@ -65,7 +68,9 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use(requestObservability(deps, log));
   app.use(securityHeaders(config));
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
-  app.use(refuseCrossSiteWrites(config));
+  app.use(refuseCrossSiteWrites(config), declaredBodyCap(isStreamingUpload));
+  app.use(API_PATHS, noStore);
+  app.use('/metrics', metricsGuard(config));
   // The agent Session serves the REST endpoints and the pages under /agent alike.
   app.use('/agent', sessions.middleware);
   app.use(mountRoutes(deps, endpoints));
@@ -79,6 +84,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
     graphqlCors(config),
     (req: Request, res: Response, next: NextFunction) => (bearerToken(req) ? next() : agentSession(req, res, next)),
     express.json({ limit: MAX_BODY }),
+    cappedRawBody,
     (req: Request, res: Response) => {
       yoga.requestListener(req, res);
     },
@@ -91,7 +97,8 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));
 
-  const server = createServer(app);
+  const server = createServer(serverOptions(config.hardening), app);
+  limitServer(server, config.hardening, { trustProxy: config.trustProxy });
   const connections = createConnectionCore(deps, sessions);
   const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections);
   const pusher = createPusherServer(deps, sessions, connections);

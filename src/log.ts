@@ -35,29 +35,48 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
 
 const SECRET_PARAMS = new Set(['token', 'access_token', 'code', 'captcha', 'password', 'variables']);
 
+/** Paths whose whole query string is left out of the log: a GraphQL document may carry anything (a login's password). */
+const UNLOGGED_QUERY_PATHS = new Set(['/graphql']);
+
 /**
- * A URL with the values of secret-bearing query parameters replaced, for logging. Names are
- * compared the way the server reads them (percent-decoded, `[]` suffix ignored), so `%74oken`
- * or `token[]` cannot slip a Session ID into a log line.
+ * Values that look like a secret whatever their parameter's name: a long run of token
+ * characters (Session IDs are 32 base64url characters, visitor tokens 43, JWTs longer), or any
+ * value that mentions a password or secret.
+ */
+const SECRET_SHAPE = /^[A-Za-z0-9_\-+/=.~%]{20,}$/;
+const SECRET_WORDS = /pass(word|wd)?|secret|token|captcha|authorization/i;
+
+/**
+ * A URL for logging, secrets left out. The query string of /graphql is dropped whole. Elsewhere
+ * the values of secret-bearing parameters are replaced, the names compared the way the server
+ * reads them (percent-decoded, `[]` suffix ignored, so `%74oken` or `token[]` cannot slip a
+ * Session ID in), and so is any value shaped like a secret (SECRET_SHAPE, SECRET_WORDS) under
+ * whatever name.
  */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
   if (q < 0) return url;
+  if (UNLOGGED_QUERY_PATHS.has(url.slice(0, q).replace(/\/+$/, '').toLowerCase()))
+    return `${url.slice(0, q)}?[redacted]`;
   const pairs = url
     .slice(q + 1)
     .split('&')
     .map((pair) => {
       const eq = pair.indexOf('=');
-      if (eq < 0) return pair;
       let name: string;
+      let value: string;
       try {
-        name = decodeURIComponent(pair.slice(0, eq).replace(/\+/g, ' '));
+        name = decodeURIComponent((eq < 0 ? pair : pair.slice(0, eq)).replace(/\+/g, ' '));
+        value = eq < 0 ? '' : decodeURIComponent(pair.slice(eq + 1).replace(/\+/g, ' '));
       } catch {
-        return `${pair.slice(0, eq)}=[redacted]`; // undecodable: never guess
+        return eq < 0 ? '[redacted]' : `${pair.slice(0, eq)}=[redacted]`; // undecodable: never guess
       }
-      return SECRET_PARAMS.has(name.trim().toLowerCase().replace(/\[\]$/, ''))
-        ? `${pair.slice(0, eq)}=[redacted]`
-        : pair;
+      if (eq < 0) return SECRET_SHAPE.test(name) || SECRET_WORDS.test(name) ? '[redacted]' : pair;
+      const secret =
+        SECRET_PARAMS.has(name.trim().toLowerCase().replace(/\[\]$/, '')) ||
+        SECRET_SHAPE.test(value) ||
+        SECRET_WORDS.test(value);
+      return secret ? `${pair.slice(0, eq)}=[redacted]` : pair;
     });
   return `${url.slice(0, q)}?${pairs.join('&')}`;
 }

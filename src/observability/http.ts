@@ -1,8 +1,9 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { context, propagation, type Span, SpanKind, trace } from '@opentelemetry/api';
 import { type NextFunction, type Request, type Response, Router } from 'express';
 import type { WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
 import { type Logger, redactUrl } from '../log.js';
 import { failSpan, tracer } from './tracing.js';
 
@@ -97,6 +98,24 @@ export function metricsRoutes(deps: Pick<Deps, 'metrics'>): Router {
     }
   });
   return router;
+}
+
+/**
+ * Mounted on /metrics before its route: with METRICS_TOKEN the scrape needs
+ * `Authorization: Bearer <token>` (compared in constant time), and in production without a token
+ * /metrics is not served at all, so the public port never shows it by default. Refused scrapes
+ * get the same 404 as an absent route.
+ */
+export function metricsGuard(config: Pick<Deps['config'], 'env' | 'hardening'>) {
+  const token = config.hardening.metricsToken;
+  const expected = token ? createHash('sha256').update(`Bearer ${token}`).digest() : undefined;
+  return (req: Request, _res: Response, next: NextFunction) => {
+    if (!expected) return next(config.env === 'production' ? new DomainError('NOT_FOUND', 'Not found') : undefined);
+    const given = createHash('sha256')
+      .update(String(req.headers.authorization ?? ''))
+      .digest();
+    next(timingSafeEqual(given, expected) ? undefined : new DomainError('NOT_FOUND', 'Not found'));
+  };
 }
 
 /** Keeps `parley_websocket_connections` in step with the sockets of a WebSocket server. */

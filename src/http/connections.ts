@@ -1,0 +1,54 @@
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Config } from '../config.js';
+
+/**
+ * The HTTP server's own limits (README "Security and reliability"):
+ * - `headersTimeout`: the request line and headers must arrive within it (a connection that
+ *   sends nothing is closed with 408 then);
+ * - `requestTimeout`: the whole request, body included (a slow body is cut off);
+ * - `keepAliveTimeout`: an idle keep-alive connection is closed after it;
+ * - at most `maxConnectionsPerAddress` open HTTP connections per client address: past it a new
+ *   one is answered 503 and closed. A connection upgraded to a WebSocket leaves the count (the
+ *   real-time caps govern sockets). Not applied with TRUST_PROXY on, when every connection
+ *   comes from the proxy (cap per client there).
+ */
+export type ServerLimits = Config['hardening'];
+
+/** Options for `http.createServer`: how often Node checks the header and request deadlines. */
+export function serverOptions(limits: ServerLimits) {
+  return {
+    connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(limits.headersTimeoutMs / 4))),
+  };
+}
+
+export function limitServer(server: Server, limits: ServerLimits, opts: { trustProxy: boolean }) {
+  server.headersTimeout = limits.headersTimeoutMs;
+  server.requestTimeout = limits.requestTimeoutMs;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  const cap = limits.maxConnectionsPerAddress;
+  if (cap <= 0 || opts.trustProxy) return;
+
+  const open = new Map<string, number>();
+  const counted = new WeakSet<Socket>();
+  const release = (socket: Socket, address: string) => {
+    if (!counted.delete(socket)) return;
+    const n = (open.get(address) ?? 1) - 1;
+    if (n <= 0) open.delete(address);
+    else open.set(address, n);
+  };
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? 'unknown';
+    const n = open.get(address) ?? 0;
+    if (n >= cap) {
+      socket.end(
+        'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n',
+      );
+      return;
+    }
+    open.set(address, n + 1);
+    counted.add(socket);
+    socket.once('close', () => release(socket, address));
+  });
+  server.on('upgrade', (_req, socket: Socket) => release(socket, socket.remoteAddress ?? 'unknown'));
+}

@@ -1,0 +1,14 @@
+import type { NextFunction, Request, Response } from 'express';
+
+/**
+ * `Cache-Control: no-store` on every answer of the API paths (agent and visitor JSON, GraphQL,
+ * the internal API): they are per-caller and often authenticated, so no browser or shared cache
+ * may keep them. A handler that sets its own Cache-Control (a captcha, a page) still can.
+ */
+export function noStore(_req: Request, res: Response, next: NextFunction) {
+  res.setHeader('Cache-Control', 'no-store');
+  next();
+}
+
+/** The path prefixes `noStore` is mounted on. */
+export const API_PATHS = ['/agent', '/visitor', '/graphql', '/internal'];
