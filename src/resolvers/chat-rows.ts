@@ -1,15 +1,5 @@
 import { and, eq, ne, sql } from 'drizzle-orm';
-import {
-  type Attachment,
-  agents,
-  attachments,
-  type Conversation,
-  conversations,
-  type Message,
-  merchants,
-  messages,
-  visitors,
-} from '../db/schema.js';
+import { agents, type Conversation, conversations, type Message, merchants, messages, visitors } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -116,18 +106,8 @@ export async function agentBrief(db: Reader, agentId: string | null): Promise<Ag
   return agent ?? null;
 }
 
-export const toAttachmentView = (a: Attachment): AttachmentView => ({
-  attachmentId: a.id,
-  kind: a.kind,
-  mime: a.mime,
-  size: a.size,
-  name: a.name,
-  // The attachments module serves (and signs) it; this is its stable path.
-  url: `/attachments/${a.id}`,
-  thumbnailUrl: a.thumbnailKey ? `/attachments/${a.id}/thumbnail` : null,
-});
-
-export const toMessageView = (m: Message, attachment: Attachment | null = null): MessageView => ({
+/** A stored message as clients see it; `attachment` is the view of its attachment row (attachments.ts signs its URLs). */
+export const toMessageView = (m: Message, attachment: AttachmentView | null = null): MessageView => ({
   id: m.id,
   conversationId: m.conversationId,
   visitorId: m.visitorId,
@@ -137,7 +117,7 @@ export const toMessageView = (m: Message, attachment: Attachment | null = null):
   clientMsgId: m.clientMsgId,
   type: m.type as MessageView['type'],
   content: m.recalledAt ? '' : m.content,
-  attachment: attachment && !m.recalledAt ? toAttachmentView(attachment) : null,
+  attachment: attachment && !m.recalledAt ? attachment : null,
   meta: m.meta ?? null,
   createdAt: m.createdAt.getTime(),
   recalled: m.recalledAt !== null,
@@ -155,7 +135,8 @@ export interface NewMessage {
   clientMsgId: string | null;
   type: MessageView['type'];
   content: string;
-  attachment?: Attachment | null;
+  /** The claimed attachment (attachments.ts `claimAttachmentForMessage`). */
+  attachment?: AttachmentView | null;
   meta?: Record<string, unknown> | null;
 }
 
@@ -204,7 +185,7 @@ export async function appendMessage(
       clientMsgId: input.clientMsgId,
       type: input.type,
       content,
-      attachmentId: input.attachment?.id ?? null,
+      attachmentId: input.attachment?.attachmentId ?? null,
       meta: input.meta ?? null,
       createdAt: new Date(now),
     })
@@ -214,32 +195,4 @@ export async function appendMessage(
   const view = toMessageView(row, input.attachment ?? null);
   for (const channel of participantChannels(ctx)) await enqueueEvent(tx, channel, 'message.created', { message: view });
   return view;
-}
-
-/** The attachment a message may reference, or BAD_USER_INPUT (see README "Chat"). */
-export async function usableAttachment(
-  tx: Tx,
-  merchantId: string,
-  uploader: { type: 'visitor' | 'agent'; id: string },
-  attachmentId: string,
-  kind: string,
-): Promise<Attachment> {
-  const [attachment] = await tx
-    .select()
-    .from(attachments)
-    .where(
-      and(
-        eq(attachments.id, attachmentId),
-        eq(attachments.merchantId, merchantId),
-        eq(attachments.uploaderType, uploader.type),
-        eq(attachments.uploaderId, uploader.id),
-      ),
-    )
-    .limit(1);
-  if (!attachment) throw new DomainError('BAD_USER_INPUT', 'attachment_id is not an upload of yours');
-  if (attachment.kind !== kind)
-    throw new DomainError('BAD_USER_INPUT', `attachment_id is a ${attachment.kind}, not a ${kind}`);
-  if (!attachment.referencedAt)
-    await tx.update(attachments).set({ referencedAt: new Date() }).where(eq(attachments.id, attachment.id));
-  return attachment;
 }

@@ -1,8 +1,10 @@
 import { and, asc, desc, eq, or, type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { type Attachment, attachments, conversations, merchants, messages } from '../db/schema.js';
+import type { Db } from '../db/client.js';
+import { attachments, conversations, merchants, messages } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
+import { attachmentViewOf, claimAttachmentForMessage, uploaderOf } from './attachments.js';
 import {
   appendMessage,
   type ConversationContext,
@@ -10,10 +12,9 @@ import {
   openConversation,
   requireMerchantVisitor,
   toMessageView,
-  usableAttachment,
 } from './chat-rows.js';
 import { assignAgent, type ConversationState, unreadForAgent, unreadForVisitor } from './conversations.js';
-import type { MessageView } from './event-catalog.js';
+import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel, publish } from './events.js';
 import { parseInput, text } from './inputs.js';
 import { enqueueEvent, publishOutbox } from './outbox.js';
@@ -107,7 +108,13 @@ async function storedSend(
       ),
     )
     .limit(1);
-  return row && { message: toMessageView(row.m, row.a), conversationState: row.state, duplicate: true };
+  return (
+    row && {
+      message: toMessageView(row.m, row.a && attachmentViewOf(deps, row.a)),
+      conversationState: row.state,
+      duplicate: true,
+    }
+  );
 }
 
 /**
@@ -148,9 +155,16 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown):
       if (ctx.conversation.agentId !== viewer.agentId)
         throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
     }
-    let attachment: Attachment | null = null;
+    let attachment: AttachmentView | null = null;
+    // A finished upload of this sender and merchant, of this kind; marked referenced (attachments.ts).
     if (input.attachmentId)
-      attachment = await usableAttachment(tx, viewer.merchantId, who, input.attachmentId, input.type);
+      attachment = await claimAttachmentForMessage(
+        deps,
+        tx as unknown as Db,
+        uploaderOf(viewer),
+        input.attachmentId,
+        input.type as Exclude<typeof input.type, 'text'>,
+      );
     const message = await appendMessage(deps, tx, ctx, {
       senderType: who.type,
       senderId: who.id,
@@ -167,7 +181,7 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown):
       ? await deps.db.select().from(attachments).where(eq(attachments.id, row.attachmentId))
       : [];
     return {
-      message: toMessageView(row, a ?? null),
+      message: toMessageView(row, a ? attachmentViewOf(deps, a) : null),
       conversationState: result.ctx.conversation.state,
       duplicate: true,
     };
@@ -264,7 +278,7 @@ export async function listMessages(deps: Deps, viewer: ChatViewer, raw: unknown 
     )
     .limit(input.limit + 1);
   const hasMore = rows.length > input.limit;
-  const page = rows.slice(0, input.limit).map((r) => toMessageView(r.m, r.a));
+  const page = rows.slice(0, input.limit).map((r) => toMessageView(r.m, r.a && attachmentViewOf(deps, r.a)));
   if (!forward) page.reverse();
   const first = page[0];
   const last = page.at(-1);
