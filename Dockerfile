@@ -31,6 +31,8 @@ COPY --from=prod-deps --chown=node:node /app/node_modules ./node_modules
 COPY --chown=node:node package.json ./
 COPY --chown=node:node drizzle ./drizzle
 COPY --from=build --chown=node:node /app/dist ./dist
+# The real-time client the pages load (served from client/index.js).
+COPY --chown=node:node client/index.js ./client/index.js
 USER node
 EXPOSE 3000
 # Liveness: GET /healthz answers while the process serves HTTP (readiness is GET /readyz).

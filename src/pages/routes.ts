@@ -32,19 +32,19 @@ export function pageRoutes(deps: Deps): Router {
     res.send(render(views[name], vars));
   };
 
+  // The Parley real-time client (client/index.js, beside src/ and dist/ alike) for the pages, its
+  // graphql-ws import pointed at the browser build served below.
+  const parleyClient = readFileSync(join(here, '../../client/index.js'), 'utf8').replace(
+    "from 'graphql-ws'",
+    "from '/assets/vendor/graphql-ws/client.js'",
+  );
+  router.get('/assets/vendor/parley-client.js', (_req, res) => {
+    res.set({ 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'no-cache' });
+    res.send(parleyClient);
+  });
   router.use('/assets/vendor/graphql-ws', (req, res, next) => {
     if (!GRAPHQL_WS_FILE.test(req.path)) return next();
-    // A file that is not there falls through to the 404 answer (no error, no stack in the log).
-    res.sendFile(
-      join(GRAPHQL_WS_DIST, req.path),
-      { headers: { 'Content-Type': 'text/javascript; charset=utf-8' } },
-      (error?: Error & { status?: number; code?: string }) => {
-        if (!error) return;
-        if (res.headersSent) return;
-        if (error.status === 404 || error.code === 'ENOENT' || error.code === 'EISDIR') return next();
-        next(error);
-      },
-    );
+    res.sendFile(join(GRAPHQL_WS_DIST, req.path), { headers: { 'Content-Type': 'text/javascript; charset=utf-8' } });
   });
   // Revalidated on every load (ETag), so a deploy is picked up at once.
   const revalidate = { index: false, redirect: false, cacheControl: false } as const;

@@ -1,97 +1,63 @@
-import { createClient } from '/assets/vendor/graphql-ws/client.js';
-
-const CHANNEL_SUBSCRIPTION = `subscription Channel($name: String!, $since: String) {
-  channel(name: $name, since: $since) { id position channel event data at }
-}`;
-
-/** Event ids are `<ms>-<seq>`: compared as numbers, part by part. */
-export function compareEventIds(a, b) {
-  const [am = 0n, as = 0n] = String(a).split('-').map(BigInt);
-  const [bm = 0n, bs = 0n] = String(b).split('-').map(BigInt);
-  if (am !== bm) return am < bm ? -1 : 1;
-  if (as !== bs) return as < bs ? -1 : 1;
-  return 0;
-}
+import { createParleyClient } from '/assets/vendor/parley-client.js';
 
 /**
- * Subscribes to `channels` over graphql-ws and keeps them alive across network drops: the
- * client reconnects with backoff, and each channel is resubscribed with `since` = the last event
- * position it delivered, so the server replays what was missed (or sends `history.gap`).
+ * The pages' real-time channels, on the Parley client (client/index.js, served at
+ * /assets/vendor/parley-client.js): it reconnects with backoff and resubscribes each channel with
+ * `since` = the last position it delivered, so the server replays what was missed.
  *
  * `onStatus` receives `{state}`: `connecting`, `live`, `resubscribed` (with `since`, a map of
- * channel to the position resumed after), `reconnecting` (with `attempt`) or `closed` (with `code`).
- * `onError` receives `{channel, message, code}` when the server refuses or ends a subscription
- * with an error; `onComplete` a channel whose subscription the server ended.
+ * channel to the position resumed after), `closed` (with `code`, then `reconnecting` with
+ * `attempt`). `history.gap` reaches `onEvent` like any event (the pages reload their data on it).
+ * `onError` receives `{channel, message, code}` when the server refuses a subscription.
  */
-export function openChannels({ url, connectionParams, channels, onEvent, onStatus, onError, onComplete }) {
-  let socket;
+export function openChannels({ url, connectionParams, channels, onEvent, onStatus, onError }) {
+  /** The open sockets, and a hold that keeps the next connection waiting (the drop hook below). */
+  const sockets = new Set();
   let hold;
-  let closedByUs = false;
-  const payloads = new Map(
-    channels.map((name) => [name, { query: CHANNEL_SUBSCRIPTION, variables: { name, since: null } }]),
-  );
+  class PageWebSocket extends WebSocket {
+    constructor(address, protocols) {
+      super(address, protocols);
+      sockets.add(this);
+      this.addEventListener('close', () => sockets.delete(this));
+    }
+  }
 
-  const client = createClient({
+  const subscriptions = new Map();
+  const client = createParleyClient({
     url,
-    connectionParams,
-    retryAttempts: Number.POSITIVE_INFINITY,
-    shouldRetry: () => true,
-    retryWait: async (retries) => {
-      onStatus({ state: 'reconnecting', attempt: retries + 1 });
+    webSocketImpl: PageWebSocket,
+    identity: async () => {
       if (hold) await hold.promise;
-      const backoff = Math.min(500 * 2 ** retries, 15_000) + Math.floor(Math.random() * 250);
-      await new Promise((resolve) => setTimeout(resolve, backoff));
+      return connectionParams;
     },
-    on: {
-      connecting: () => onStatus({ state: 'connecting' }),
-      opened: (opened) => {
-        socket = opened;
-      },
-      connected: (_socket, _payload, wasRetry) => {
-        if (!wasRetry) return onStatus({ state: 'live' });
-        // The subscribe messages about to be re-sent carry these ids as `since`.
+    // The page asks the server what happened (logged out, token revoked) on `closed` with 4401/4403.
+    onIdentityGone: () => {},
+    onStatus(status) {
+      if (status.state === 'connecting') onStatus({ state: 'connecting' });
+      else if (status.state === 'connected' && !status.resumed) onStatus({ state: 'live' });
+      else if (status.state === 'connected') {
         const since = {};
-        for (const [name, payload] of payloads) since[name] = payload.variables.since;
+        for (const [name, sub] of subscriptions) since[name] = sub.position() ?? null;
         onStatus({ state: 'resubscribed', since });
-      },
-      closed: (event) => {
-        socket = undefined;
-        onStatus({ state: 'closed', code: event?.code, reason: event?.reason });
-      },
+      } else if (status.state === 'reconnecting') {
+        if (status.close) onStatus({ state: 'closed', code: status.close.code, reason: status.close.reason });
+        onStatus({ state: 'reconnecting', attempt: status.attempt });
+      } else onStatus({ state: 'closed', code: status.close?.code, reason: status.close?.reason });
     },
   });
-
-  const disposers = [...payloads].map(([name, payload]) =>
-    // graphql-ws re-sends this same payload object after every reconnect, so keeping
-    // `variables.since` current is what makes the resubscription resume where we left off.
-    client.subscribe(payload, {
-      next(result) {
-        if (result.errors?.length) {
-          const [first] = result.errors;
-          onError?.({ channel: name, message: first.message, code: first.extensions?.code });
-          return;
-        }
-        const event = result.data?.channel;
-        if (!event) return;
-        const last = payload.variables.since;
-        if (last && compareEventIds(event.position, last) <= 0) return; // already shown
-        payload.variables.since = event.position;
-        // `subscribed` only gives the position to resume from, even before any event arrives.
-        if (event.event !== 'subscribed') onEvent(event);
-      },
-      error(error) {
-        const first = Array.isArray(error) ? error[0] : error;
-        const message = first?.message ?? (first?.code ? `Connection closed (${first.code})` : 'Subscription failed');
-        onError?.({ channel: name, message, code: first?.extensions?.code ?? first?.code });
-      },
-      complete() {
-        if (!closedByUs) onComplete?.(name);
-      },
-    }),
-  );
+  for (const name of channels) {
+    subscriptions.set(
+      name,
+      client.subscribe(name, {
+        onEvent,
+        onGap: onEvent,
+        onError: ({ message, code }) => onError?.({ channel: name, message, code }),
+      }),
+    );
+  }
 
   return {
-    /** Test and debugging hook: closes the socket and keeps it down until `restoreSocket`. */
+    /** Test and debugging hook: closes the socket and keeps the next one waiting until `restoreSocket`. */
     dropSocket() {
       if (!hold) {
         let release;
@@ -100,7 +66,7 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
         });
         hold = { promise, release };
       }
-      socket?.close(3000, 'Dropped on purpose');
+      for (const socket of sockets) socket.close(3000, 'Dropped on purpose');
     },
     /** Lets the client reconnect after `dropSocket`. */
     restoreSocket() {
@@ -109,9 +75,7 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
       held?.release();
     },
     close() {
-      closedByUs = true;
-      for (const dispose of disposers) dispose();
-      void client.dispose();
+      void client.close();
     },
   };
 }
