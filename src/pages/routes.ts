@@ -44,7 +44,17 @@ export function pageRoutes(deps: Deps): Router {
   });
   router.use('/assets/vendor/graphql-ws', (req, res, next) => {
     if (!GRAPHQL_WS_FILE.test(req.path)) return next();
-    res.sendFile(join(GRAPHQL_WS_DIST, req.path), { headers: { 'Content-Type': 'text/javascript; charset=utf-8' } });
+    // A file that is not there falls through to the 404 answer (no error, no stack in the log).
+    res.sendFile(
+      join(GRAPHQL_WS_DIST, req.path),
+      { headers: { 'Content-Type': 'text/javascript; charset=utf-8' } },
+      (error?: Error & { status?: number; code?: string }) => {
+        if (!error) return;
+        if (res.headersSent) return;
+        if (error.status === 404 || error.code === 'ENOENT' || error.code === 'EISDIR') return next();
+        next(error);
+      },
+    );
   });
   // Revalidated on every load (ETag), so a deploy is picked up at once.
   const revalidate = { index: false, redirect: false, cacheControl: false } as const;
