@@ -45,9 +45,10 @@ export function attachmentsWorld(driver: Driver, env: Record<string, string> = {
 
 export type MerchantPatch = Partial<typeof merchants.$inferInsert>;
 
-/** Changes the demo merchant's settings (switches, limits, quota) for a test. */
+/** Changes a merchant's settings (switches, limits, quota) for a test, as `merchant:set` does (cache invalidated). */
 export async function setMerchant(t: TestApp, bid: string, patch: MerchantPatch) {
-  await t.app.deps.db.update(merchants).set(patch).where(eq(merchants.bid, bid));
+  const [row] = await t.app.deps.db.update(merchants).set(patch).where(eq(merchants.bid, bid)).returning();
+  if (row) t.app.deps.configCache.invalidate(row.id);
 }
 
 export const ALL_ON = {

@@ -8,13 +8,13 @@ import { pipeline } from 'node:stream/promises';
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import sharp from 'sharp';
 import type { Db } from '../db/client.js';
-import { type AttachmentKind, attachments, type Merchant, merchants, messages } from '../db/schema.js';
+import { type AttachmentKind, attachments, type Merchant, messages } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
 import type { ObjectStorage } from '../stores/storage/index.js';
 import type { AttachmentView } from './event-catalog.js';
-import { uploadLimitsOf } from './merchant.js';
+import { loadUploadPolicy, uploadLimitsOf } from './merchant.js';
 import type { AgentViewer, VisitorViewer } from './viewer.js';
 
 export const ATTACHMENT_KINDS = ['image', 'file', 'video', 'voice'] as const satisfies readonly AttachmentKind[];
@@ -98,8 +98,10 @@ export async function prepareUpload(
   uploader: Uploader,
   opts: { declaredKind?: AttachmentKind; contentLength?: number },
 ): Promise<UploadPolicy> {
-  const [merchant] = await deps.db.select().from(merchants).where(eq(merchants.id, uploader.merchantId)).limit(1);
-  if (!merchant) throw new DomainError('NOT_FOUND', 'Merchant not found');
+  // The bootstrap's own lookup (through the configuration cache): what is advertised is what is enforced.
+  const loaded = await loadUploadPolicy(deps, uploader.merchantId);
+  if (!loaded) throw new DomainError('NOT_FOUND', 'Merchant not found');
+  const { merchant } = loaded;
   const policy: UploadPolicy = { merchant, maxBytes: 0 };
   if (opts.declaredKind) {
     declareKind(policy, opts.declaredKind, opts.contentLength);
