@@ -258,8 +258,14 @@ describe('Pusher protocol: reconnection', () => {
       await channel.subscribed();
       await publish(first, me.channel, 'before');
       await channel.waitFor('before');
+      const closes: number[] = [];
+      pusher.connection.bind('error', (e: { data?: { code?: number } }) => {
+        if (e.data?.code) closes.push(e.data.code);
+      });
 
       await first.app.stop();
+      // A graceful stop closes with 4200: reconnect at once.
+      await eventually(() => closes.includes(4200), 'the 4200 close of the shutdown');
       first = undefined;
       second = await startTestApp({ stores, env: { PORT: port } });
       const restarted = second;
