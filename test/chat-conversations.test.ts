@@ -16,6 +16,7 @@ import {
 import { globalChannel } from '../src/resolvers/events.js';
 import { listMessages } from '../src/resolvers/messages.js';
 import { setAgentState } from '../src/resolvers/presence.js';
+import { loadWorkbench } from '../src/resolvers/workbench.js';
 import {
   eventually,
   factories,
@@ -243,6 +244,9 @@ describe('Assignment (the spec step 2)', () => {
     const results = [];
     for (let i = 0; i < 4; i++) results.push((await assignAgent(deps, await f.visitor(m))).state);
     expect(results).toEqual(['active', 'active', 'active', 'queued']);
+    // The workbench bootstrap shows the capacity in force: the override, else the merchant's.
+    expect((await loadWorkbench(deps, a, { wsAddress: 'ws://x' })).maxConcurrentChats).toBe(3);
+    expect((await loadWorkbench(deps, await f.agent(m), { wsAddress: 'ws://x' })).maxConcurrentChats).toBe(1);
   });
 });
 

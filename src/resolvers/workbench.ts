@@ -40,6 +40,8 @@ export interface Workbench {
   agent: AgentProfile;
   agentGroups: { id: string; name: string; isDefault: boolean }[];
   setting: { bid: string; appname: string; appkey: string; wsAddress: string; extra: Record<string, unknown> };
+  /** The agent's capacity: active conversations routing gives it at most (its own maximum, else the merchant's). */
+  maxConcurrentChats: number;
   visitorAttributeConfig: { attributes: VisitorAttributeDef[] };
   extensions: WorkbenchExtensions;
 }
@@ -96,6 +98,7 @@ export async function loadWorkbench(deps: Deps, viewer: AgentViewer, opts: { wsA
       items: c.items as LastMessageItem[],
     })),
     agent: profile,
+    maxConcurrentChats: agent.maxConcurrentChats ?? merchant.maxConcurrentChats,
     agentGroups: groups.map((g) => ({ id: g.id, name: g.name, isDefault: g.isDefault })),
     setting: {
       bid: merchant.bid,

@@ -117,6 +117,10 @@ const WorkbenchType = builder.objectRef<Workbench>('Workbench').implement({
       description: 'Ongoing conversations, pinned first.',
     }),
     agent: t.field({ type: AgentRef, resolve: (w) => w.agent, description: 'The logged-in agent.' }),
+    maxConcurrentChats: t.exposeInt('maxConcurrentChats', {
+      description:
+        'The agent’s capacity: at most this many active conversations are routed to it (its own maximum, else the merchant’s default).',
+    }),
     agentGroups: t.field({ type: [AgentGroup], resolve: (w) => w.agentGroups, description: 'Groups, default first.' }),
     setting: t.field({
       type: WorkbenchSetting,
