@@ -29,7 +29,8 @@ export function pageRoutes(deps: Deps): Router {
   const views = loadViews();
   const page = (res: Response, name: keyof typeof views, vars: Record<string, string> = {}) => {
     res.set({ 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store' });
-    res.send(render(views[name], vars));
+    // The pages install their window.__parley test hooks only when this says `on`: never in production.
+    res.send(render(views[name], { testHooks: deps.config.env === 'production' ? 'off' : 'on', ...vars }));
   };
 
   // The Parley real-time client (client/index.js, beside src/ and dist/ alike) for the pages, its

@@ -27,7 +27,8 @@ export function securityHeaders(config: Config): RequestHandler {
         defaultSrc: ["'self'"],
         scriptSrc: ["'self'"],
         styleSrc: ["'self'"],
-        imgSrc: ["'self'"],
+        // blob: only for attachments the visitor page fetched with its bearer token (an <img> cannot send it).
+        imgSrc: ["'self'", 'blob:'],
         fontSrc: ["'self'"],
         connectSrc: ["'self'", socketOrigin],
         objectSrc: ["'none'"],

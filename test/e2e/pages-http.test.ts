@@ -56,7 +56,7 @@ describe('pages over HTTP', () => {
       expect(csp).toContain("default-src 'self'");
       expect(csp).toContain("script-src 'self';");
       expect(csp).toContain("style-src 'self';");
-      expect(csp).toContain("img-src 'self';");
+      expect(csp).toContain("img-src 'self' blob:;");
       expect(csp).toContain(`connect-src 'self' ${t.wsUrl.replace('/graphql', '')}`);
       expect(csp).toContain("object-src 'none'");
       expect(csp).not.toMatch(/unsafe-inline|unsafe-eval|\*/);

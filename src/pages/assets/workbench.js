@@ -1,19 +1,65 @@
+// @ts-check
 import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/api.js';
-import { CLOSE, CODES, PATHS } from '/assets/contract.js';
+import { messageLog, newClientMsgId, sendOnce, typingIndicator, typingNotifier, uploadFile } from '/assets/chat.js';
+import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
 import { describeSince, eventFeed, showConnection } from '/assets/feed.js';
 import { openChannels } from '/assets/realtime.js';
+
+/**
+ * @typedef {import('/assets/chat.js').Message} Message
+ * @typedef {import('/assets/chat.js').MessagePage} MessagePage
+ * @typedef {{ event: string, position: string, channel: string, data: any, at: string }} ChannelEvent
+ * @typedef {{ id: string, name: string, unread_count: number, pinned_at: number, timestamp: number, items?: { content?: unknown }[] }} Chatting
+ * @typedef {{ visitor_id: string, visitor_name: string, queue_position: number | null, state: string, created_at: number }} QueuedConversation
+ * @typedef {{ visitorId: string, name: string, state: 'active' | 'queued' | 'closed' | 'elsewhere' }} OpenChat
+ */
 
 const TICKET_ENTRY = PATHS.TICKET_ENTRY;
 const main = byId('main');
 const loadError = byId('load-error');
 const status = byId('connection-status');
 const feed = eventFeed(byId('event-feed'));
+const chatState = byId('chat-state');
+const chatError = byId('chat-error');
+const input = /** @type {HTMLTextAreaElement} */ (byId('message-input'));
+const loadOlder = /** @type {HTMLButtonElement} */ (byId('load-older'));
+const claimButton = /** @type {HTMLButtonElement} */ (byId('claim-chat'));
+const transferButton = /** @type {HTMLButtonElement} */ (byId('transfer-chat'));
+const transferTarget = /** @type {HTMLSelectElement} */ (byId('transfer-target'));
+const closeButton = /** @type {HTMLButtonElement} */ (byId('close-chat'));
+const composer = /** @type {HTMLFormElement} */ (byId('composer'));
+const picker = /** @type {HTMLInputElement} */ (byId('attachment'));
+const progress = /** @type {HTMLProgressElement} */ (byId('upload-progress'));
+const attachmentResult = byId('attachment-result');
 
 // Everything the page knows about the agent, merchant and capabilities comes from the last
 // /agent/data/get answer: never from the URL or local storage (spec).
+/** @type {any} */
 let workbench;
+/** @type {ReturnType<typeof openChannels> | undefined} */
 let channels;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
 let reloading;
+/** @type {Map<string, Chatting>} the agent's active conversations, by visitor uid */
+let mine = new Map();
+/** @type {Map<string, QueuedConversation>} the queue, by visitor uid */
+let queue = new Map();
+/** @type {OpenChat | undefined} the conversation shown in the chat panel */
+let open;
+/** @type {string | null} */
+let olderCursor = null;
+/** Agents seen online through `global-{bid}` (agent.login / agent.state): the transfer targets. */
+/** @type {Map<string, { nickname: string, state: string }>} */
+const agentsOnline = new Map();
+
+const labels = { visitor: 'Visitor', agent: 'Agent' };
+const log = messageLog(byId('messages'), { self: 'agent', labels });
+const typing = typingIndicator(byId('typing'));
+const notifier = typingNotifier((on) =>
+  open
+    ? callJson('/agent/chat/typing', { method: 'POST', json: { visitor_id: open.visitorId, typing: on } })
+    : Promise.resolve(),
+);
 
 byId('logout').addEventListener('click', () => {
   channels?.close();
@@ -22,7 +68,7 @@ byId('logout').addEventListener('click', () => {
 
 let leaving = false;
 /** Navigates away once: several checks (an event, a socket close) may conclude at the same time. */
-function leaveTo(url) {
+function leaveTo(/** @type {string} */ url) {
   if (leaving) return;
   leaving = true;
   location.replace(url);
@@ -54,8 +100,35 @@ async function load() {
   say(loadError, '');
   workbench = body.data;
   render(workbench);
+  await loadQueue();
+  showOpenChat();
   main.setAttribute('aria-busy', 'false');
   if (!channels) connect(workbench);
+}
+
+/** The queue of the merchant (`GET /agent/chat/list?scope=queue`, oldest first). */
+async function loadQueue() {
+  const { body } = await callJson('/agent/chat/list?scope=queue&limit=50');
+  if (body.code !== 0) return;
+  /** @type {QueuedConversation[]} */
+  const list = body.data.list;
+  queue = new Map(list.map((c) => [c.visitor_id, c]));
+  byId('queue-empty').hidden = list.length > 0;
+  byId('queue-list').replaceChildren(
+    ...list.map((c) =>
+      el(
+        'li',
+        { className: 'queued-conversation', 'data-uid': c.visitor_id },
+        el(
+          'button',
+          { type: 'button', className: 'conversation-open', 'data-open': c.visitor_id },
+          el('span', { className: 'conversation-name', text: c.visitor_name }),
+          el('span', { className: 'badge queued', text: `#${c.queue_position ?? '?'}` }),
+        ),
+        el('button', { type: 'button', className: 'claim', 'data-claim': c.visitor_id, text: 'Claim' }),
+      ),
+    ),
+  );
 }
 
 /** Reloads the bootstrap once for a burst of events that change it. */
@@ -69,18 +142,22 @@ function clearState() {
   channels = undefined;
   workbench = undefined;
   byId('conversation-list').replaceChildren();
+  byId('queue-list').replaceChildren();
   byId('agent-groups').replaceChildren();
   byId('chat-actions').replaceChildren();
   byId('merchant-details').replaceChildren();
   byId('agent-badge').hidden = true;
+  open = undefined;
+  showOpenChat();
 }
 
+/** @param {any} data */
 function render(data) {
   const { agent, setting, extensions } = data;
   const levelLabel = extensions?.account_level_options?.[agent.level] ?? agent.level;
   document.title = `${agent.nickname} · ${setting.appname} · Parley`;
   byId('merchant-name').textContent = setting.appname;
-  setAvatar(byId('agent-avatar'), agent.avatar);
+  setAvatar(/** @type {HTMLImageElement} */ (byId('agent-avatar')), agent.avatar);
   byId('agent-nickname').textContent = agent.nickname;
   renderState(agent.state);
   byId('agent-badge').hidden = false;
@@ -88,10 +165,11 @@ function render(data) {
   renderConversations(data.chatting ?? {});
 
   byId('agent-groups').replaceChildren(
-    ...(data.agent_groups ?? []).map((g) =>
+    ...(data.agent_groups ?? []).map((/** @type {any} */ g) =>
       el('li', { text: g.is_default ? `${g.name} (default)` : g.name, 'data-group': g.id }),
     ),
   );
+  /** @type {any[]} */
   const actions = extensions?.chat_actions ?? [];
   byId('chat-actions').replaceChildren(
     ...(actions.length ? actions.map((a) => el('li', { text: a.label ?? a.key })) : [el('li', { text: 'None' })]),
@@ -105,6 +183,7 @@ function render(data) {
     ...fact('Your role', levelLabel),
     ...fact('Features', flags.length ? flags.join(', ') : 'none'),
   );
+  /** @type {any[]} */
   const nav = extensions?.nav ?? [];
   const navNode = byId('extension-nav');
   navNode.replaceChildren(
@@ -121,20 +200,22 @@ function render(data) {
   navNode.hidden = nav.length === 0;
 }
 
-function renderState(state) {
+function renderState(/** @type {string} */ state) {
   const node = byId('agent-state');
   node.textContent = state;
   node.dataset.state = state;
 }
 
+/** @param {string} term @param {unknown} value */
 const fact = (term, value) => [el('dt', { text: term }), el('dd', { text: value ?? '' })];
 
 /** Pinned conversations first (latest pin first), then the most recent. */
-function renderConversations(chatting) {
+function renderConversations(/** @type {Record<string, Chatting>} */ chatting) {
   const entries = Object.values(chatting).sort(
     (a, b) =>
       Number(b.pinned_at > 0) - Number(a.pinned_at > 0) || b.pinned_at - a.pinned_at || b.timestamp - a.timestamp,
   );
+  mine = new Map(entries.map((c) => [c.id, c]));
   byId('conversations-empty').hidden = entries.length > 0;
   byId('conversation-list').replaceChildren(
     ...entries.map((c) => {
@@ -143,10 +224,15 @@ function renderConversations(chatting) {
       const unread = Number(c.unread_count) || 0;
       return el(
         'li',
-        { className: 'conversation', 'data-uid': c.id, 'data-pinned': c.pinned_at > 0 ? 'true' : 'false' },
+        {
+          className: 'conversation',
+          'data-uid': c.id,
+          'data-pinned': c.pinned_at > 0 ? 'true' : 'false',
+          'aria-current': open?.visitorId === c.id ? 'true' : undefined,
+        },
         el(
-          'div',
-          { className: 'conversation-head' },
+          'button',
+          { type: 'button', className: 'conversation-open conversation-head', 'data-open': c.id },
           el('span', { className: 'conversation-name', text: c.name }),
           c.pinned_at > 0 ? el('span', { className: 'badge pinned', text: 'Pinned' }) : null,
           unread > 0
@@ -164,8 +250,247 @@ function renderConversations(chatting) {
   );
 }
 
+// ---- the open conversation -----------------------------------------------------------------
+
+/** Clicks on a conversation (open it) or on a queued one's Claim button. */
+byId('main').addEventListener('click', (event) => {
+  const target = /** @type {HTMLElement} */ (event.target);
+  const claim = target.closest('[data-claim]');
+  if (claim instanceof HTMLElement && claim.dataset.claim) return void claimChat(claim.dataset.claim);
+  const opener = target.closest('[data-open]');
+  if (opener instanceof HTMLElement && opener.dataset.open) void openChat(opener.dataset.open);
+});
+
+/** Shows one visitor's history (all its conversations) in the chat panel and marks it read. */
+async function openChat(/** @type {string} */ visitorId) {
+  if (open?.visitorId !== visitorId) {
+    log.clear();
+    typing.show(labels.visitor, false);
+    say(chatError, '');
+  }
+  open = { visitorId, name: nameOf(visitorId), state: stateOf(visitorId) };
+  showOpenChat();
+  for (const li of document.querySelectorAll('.conversation')) {
+    if (li instanceof HTMLElement) li.setAttribute('aria-current', String(li.dataset.uid === visitorId));
+  }
+  const page = await listMessages({ limit: '30' });
+  if (!page || open?.visitorId !== visitorId) return;
+  log.merge(page.messages);
+  olderCursor = page.has_more ? page.start_cursor : null;
+  loadOlder.hidden = !olderCursor;
+  markReadSoon();
+}
+
+/** @param {string} visitorId */
+const nameOf = (visitorId) =>
+  mine.get(visitorId)?.name ??
+  queue.get(visitorId)?.visitor_name ??
+  (open?.visitorId === visitorId ? open.name : visitorId);
+/** @param {string} visitorId @returns {OpenChat['state']} */
+const stateOf = (visitorId) =>
+  mine.has(visitorId)
+    ? 'active'
+    : queue.has(visitorId)
+      ? 'queued'
+      : open?.visitorId === visitorId && open.state === 'closed'
+        ? 'closed'
+        : 'elsewhere';
+
+/** The chat panel's heading, state and buttons for the open conversation. */
+function showOpenChat() {
+  byId('chat-body').hidden = !open;
+  byId('chat-empty').hidden = Boolean(open);
+  if (!open) return;
+  open = { ...open, name: nameOf(open.visitorId), state: stateOf(open.visitorId) };
+  labels.visitor = open.name;
+  byId('chat-heading').textContent = `Chat with ${open.name}`;
+  chatState.dataset.state = open.state;
+  chatState.textContent = {
+    active: 'Active: you are chatting.',
+    queued: 'Waiting in the queue: claim it to reply.',
+    closed: 'Closed.',
+    elsewhere: 'Not yours: closed, or with another agent.',
+  }[open.state];
+  const active = open.state === 'active';
+  claimButton.hidden = open.state !== 'queued';
+  for (const node of [transferButton, transferTarget, closeButton, input, picker]) node.disabled = !active;
+  for (const node of composer.elements) if (node instanceof HTMLButtonElement) node.disabled = !active;
+  renderTransferTargets();
+}
+
+function renderTransferTargets() {
+  const selected = transferTarget.value;
+  const me = workbench?.agent?.agent_id;
+  transferTarget.replaceChildren(
+    el('option', { value: '', text: 'the queue' }),
+    ...[...agentsOnline]
+      .filter(([id, a]) => id !== me && a.state === 'online')
+      .map(([id, a]) => el('option', { value: id, text: a.nickname })),
+  );
+  if ([...transferTarget.options].some((o) => o.value === selected)) transferTarget.value = selected;
+}
+
+/** @param {Record<string, string>} query @returns {Promise<MessagePage | undefined>} */
+async function listMessages(query) {
+  if (!open) return undefined;
+  const params = new URLSearchParams({ visitor_id: open.visitorId, ...query });
+  const { body } = await callJson(`/agent/message/list?${params}`);
+  if (body.code !== 0) {
+    say(chatError, body.msg);
+    return undefined;
+  }
+  return body.data;
+}
+
+loadOlder.addEventListener('click', async () => {
+  if (!olderCursor) return;
+  loadOlder.disabled = true;
+  const page = await listMessages({ before: olderCursor, limit: '30' });
+  loadOlder.disabled = false;
+  if (!page) return;
+  log.merge(page.messages);
+  olderCursor = page.has_more ? page.start_cursor : null;
+  loadOlder.hidden = !olderCursor;
+});
+
+/**
+ * A live message of the open conversation; a `seq` jump is filled from the history with
+ * `after` = the last seq we have (of the visitor's latest conversation).
+ * @param {Message} m
+ */
+async function receive(m) {
+  if (open?.visitorId !== m.visitor_id) return;
+  const last = log.lastSeq(m.conversation_id);
+  log.merge([m]);
+  if (m.sender_type === 'visitor') typing.show(labels.visitor, false);
+  if (m.seq > last + 1 && !log.hasAllUpTo(m.conversation_id, m.seq)) {
+    let cursor = String(last);
+    for (let pages = 0; pages < 20; pages++) {
+      const page = await listMessages({ after: cursor, limit: '50' });
+      if (!page) break;
+      log.merge(page.messages);
+      if (!page.has_more || !page.end_cursor) break;
+      cursor = page.end_cursor;
+    }
+  }
+  if (m.sender_type !== 'agent') markReadSoon();
+}
+
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let readTimer;
+/** Marks the open conversation read up to its newest seq while the page is visible. */
+function markReadSoon() {
+  clearTimeout(readTimer);
+  readTimer = setTimeout(async () => {
+    if (open?.state !== 'active' || document.visibilityState === 'hidden') return;
+    const newest = log.newest();
+    if (!newest || newest.visitor_id !== open.visitorId) return;
+    const { body } = await callJson('/agent/message/read', {
+      method: 'POST',
+      json: { visitor_id: open.visitorId, seq: newest.seq },
+    });
+    if (body.code === 0 && body.data.unread_count === 0) reload();
+  }, 300);
+}
+document.addEventListener('visibilitychange', markReadSoon);
+
+/**
+ * Sends one reply exactly once (the same client_msg_id on every retry).
+ * @param {{ content?: string, type?: string, attachment_id?: string }} fields
+ */
+async function send(fields) {
+  if (!open) return { code: CODES.NOT_FOUND, msg: 'No conversation is open.', data: [] };
+  const clientMsgId = newClientMsgId();
+  if (!fields.attachment_id) log.setPending({ clientMsgId, content: fields.content ?? '', state: 'sending' });
+  /** @type {Record<string, string>} */
+  const body = { visitor_id: open.visitorId, client_msg_id: clientMsgId };
+  for (const [name, value] of Object.entries(fields)) if (value !== undefined) body[name] = value;
+  const answer = await sendOnce('/agent/message/send', body);
+  if (answer.code !== 0) {
+    log.setPending({ clientMsgId, content: fields.content ?? '', state: 'failed', error: answer.msg });
+    say(chatError, answer.msg);
+  } else {
+    say(chatError, '');
+    log.merge([answer.data]);
+  }
+  return answer;
+}
+
+composer.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const content = input.value.trim();
+  if (!content || !open) return;
+  input.value = '';
+  notifier.stop();
+  void send({ content });
+});
+input.addEventListener('input', () => notifier.input());
+input.addEventListener('keydown', (event) => {
+  if (event.key === 'Enter' && !event.shiftKey) {
+    event.preventDefault();
+    composer.requestSubmit();
+  }
+});
+
+picker.addEventListener('change', async () => {
+  const [file] = picker.files ?? [];
+  if (!file || !open) return;
+  attachmentResult.dataset.verdict = 'uploading';
+  say(attachmentResult, `Uploading ${file.name}…`);
+  progress.value = 0;
+  progress.hidden = false;
+  try {
+    const answer = await uploadFile('/agent/upload', file, {
+      onProgress: (fraction) => {
+        progress.value = fraction;
+      },
+    });
+    const sent =
+      answer.code === 0 ? await send({ type: answer.data.kind, attachment_id: answer.data.attachment_id }) : answer;
+    attachmentResult.dataset.verdict = sent.code === 0 ? 'sent' : 'refused';
+    attachmentResult.className = `message ${sent.code === 0 ? 'success' : 'error'}`;
+    say(attachmentResult, sent.code === 0 ? `${file.name} was sent.` : `${file.name} was refused: ${sent.msg}`);
+  } finally {
+    progress.hidden = true;
+    picker.value = '';
+  }
+});
+
+/** Runs a conversation action on the open conversation and shows the server's refusal. */
+async function act(/** @type {string} */ path, /** @type {Record<string, string>} */ fields) {
+  const { body } = await callJson(path, { method: 'POST', json: fields });
+  if (body.code !== 0) say(chatError, body.msg);
+  else say(chatError, '');
+  await load();
+  return body;
+}
+
+async function claimChat(/** @type {string} */ visitorId) {
+  const body = await act('/agent/chat/claim', { visitor_id: visitorId });
+  if (body.code === 0) await openChat(visitorId);
+}
+claimButton.addEventListener('click', () => open && claimChat(open.visitorId));
+transferButton.addEventListener('click', () => {
+  if (!open) return;
+  /** @type {Record<string, string>} */
+  const fields = { visitor_id: open.visitorId };
+  if (transferTarget.value) fields.to_agent_id = transferTarget.value;
+  void act('/agent/chat/transfer', fields);
+});
+closeButton.addEventListener('click', async () => {
+  if (!open) return;
+  const visitorId = open.visitorId;
+  const body = await act('/agent/chat/close', { visitor_id: visitorId });
+  if (body.code === 0 && open?.visitorId === visitorId) {
+    open = { ...open, state: 'closed' };
+    showOpenChat();
+  }
+});
+
+// ---- real time -----------------------------------------------------------------------------
+
 /** Subscribes to `agent-{agent_id}` and `global-{bid}` on the bootstrap's ws_address. */
-function connect(data) {
+function connect(/** @type {any} */ data) {
   const names = [`agent-${data.agent.agent_id}`, `global-${data.setting.bid}`];
   byId('feed-channels').textContent = `Channels: ${names.join(', ')}`;
   let dropped = false;
@@ -174,7 +499,7 @@ function connect(data) {
     // The Session cookie identifies the agent on the upgrade request; the token never reaches scripts.
     connectionParams: { appkey: data.setting.appkey },
     channels: names,
-    onStatus(s) {
+    onStatus(/** @type {any} */ s) {
       showConnection(status, s);
       if (s.state === 'closed' && !dropped) {
         dropped = true;
@@ -190,11 +515,11 @@ function connect(data) {
       // Connecting changes the agent's own state (presence): show the state the server now has.
       if (s.state === 'live' || s.state === 'resubscribed') reload();
     },
-    onEvent(event) {
+    onEvent(/** @type {ChannelEvent} */ event) {
       feed.event(event);
       handle(event);
     },
-    onError({ channel, message }) {
+    onError(/** @type {{ channel: string, message: string }} */ { channel, message }) {
       feed.note(`${channel}: ${message}`, 'error');
       load(); // not logged in any more → login page; otherwise the page carries on
     },
@@ -205,24 +530,48 @@ function connect(data) {
 }
 
 /** What an event changes on the page besides the feed. */
-function handle(event) {
+function handle(/** @type {ChannelEvent} */ event) {
   const data = event.data && typeof event.data === 'object' ? event.data : {};
-  if (event.event === 'history.gap') {
+  if (event.event === EVENTS['history.gap']) {
     feed.note('Some events were missed; reloading the workbench.', 'gap');
     reload();
-  } else if (event.event === 'session.ended') {
-    load(); // this Session or another of the agent's: ask the server which
-  } else if (/^(conversation|message|chat)\./.test(event.event)) {
-    reload();
-  } else if (workbench && data.agent_id === workbench.agent.agent_id && typeof data.state === 'string') {
-    renderState(data.state);
+    if (open) void openChat(open.visitorId);
+    return;
   }
+  if (event.event === EVENTS['session.ended']) return void load(); // this Session or another of the agent's: ask the server which
+  if (event.event === EVENTS['message.created'] && data.message) void receive(data.message);
+  if (event.event === EVENTS['message.read'] && data.reader_type === 'visitor' && open?.visitorId === data.visitor_id)
+    log.markReadByOther(data.conversation_id, data.seq);
+  if (event.event === EVENTS.typing && data.sender_type === 'visitor' && open?.visitorId === data.visitor_id)
+    typing.show(labels.visitor, data.typing === true);
+  if (event.event === EVENTS['conversation.closed'] && open?.visitorId === data.visitor_id) {
+    open = { ...open, state: 'closed' };
+    typing.show(labels.visitor, false);
+  }
+  if (event.event === EVENTS['agent.login']) {
+    agentsOnline.set(data.agent_id, {
+      nickname: data.nickname,
+      state: agentsOnline.get(data.agent_id)?.state ?? 'online',
+    });
+    renderTransferTargets();
+  }
+  if (event.event === EVENTS['agent.state'] && typeof data.agent_id === 'string') {
+    const known = agentsOnline.get(data.agent_id);
+    agentsOnline.set(data.agent_id, { nickname: known?.nickname ?? data.agent_id, state: data.state });
+    renderTransferTargets();
+    if (workbench && data.agent_id === workbench.agent.agent_id && typeof data.state === 'string')
+      renderState(data.state);
+  }
+  if (/^(conversation|message|chat)\./.test(event.event) && event.event !== EVENTS['message.read']) reload();
 }
 
-window.__parley = {
-  /** Test and debugging hooks: drop the real-time socket and keep it down, then let it reconnect. */
-  dropSocket: () => channels?.dropSocket(),
-  restoreSocket: () => channels?.restoreSocket(),
-};
+// Test and debugging hooks (never in production: the server renders data-test-hooks="off" there).
+if (document.documentElement.dataset.testHooks === 'on') {
+  /** @type {any} */ (window).__parley = {
+    /** Drop the real-time socket and keep it down, then let it reconnect. */
+    dropSocket: () => channels?.dropSocket(),
+    restoreSocket: () => channels?.restoreSocket(),
+  };
+}
 
 load();

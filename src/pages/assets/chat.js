@@ -1,0 +1,352 @@
+// @ts-check
+import { callJson, el, formatBytes, imageSrc } from '/assets/api.js';
+import { CODES } from '/assets/contract.js';
+
+/**
+ * What both chat pages share: the message log (ordered by conversation then `seq`, whatever
+ * order messages arrive in), sending exactly once with a `client_msg_id` and safe retries, the
+ * typing indicator, and uploads with progress.
+ */
+
+/**
+ * @typedef {{ attachment_id: string, kind: 'image' | 'file' | 'video' | 'voice', mime: string, size: number,
+ *   name: string, url: string, thumbnail_url: string | null }} Attachment
+ * @typedef {{ id: string, conversation_id: string, visitor_id: string, seq: number,
+ *   sender_type: 'visitor' | 'agent' | 'system', sender_id: string, client_msg_id: string | null,
+ *   type: string, content: string, attachment: Attachment | null, meta: Record<string, unknown> | null,
+ *   created_at: number, recalled: boolean }} Message
+ * @typedef {{ messages: Message[], has_more: boolean, start_cursor: string | null, end_cursor: string | null }} MessagePage
+ * @typedef {{ code: number, msg: string, data: any }} Envelope
+ * @typedef {{ clientMsgId: string, content: string, attachment?: Attachment, state: 'sending' | 'failed', error?: string }} Pending
+ */
+
+/** A new idempotency key: the same key is reused for every retry of one message. */
+export const newClientMsgId = () =>
+  `${Date.now().toString(36)}-${Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('')}`;
+
+/**
+ * A chat log in a `role="log"` list. `self` is the sender type whose messages are "mine"
+ * (`visitor` or `agent`); `readBy` the seq up to which the other side has read.
+ * @param {HTMLElement} list
+ * @param {{ self: 'visitor' | 'agent', labels: { visitor: string, agent: string }, loadAttachment?: AttachmentLoader }} options
+ */
+export function messageLog(list, { self, labels, loadAttachment }) {
+  /** @type {Map<string, Message>} by message id */
+  const byId = new Map();
+  /** @type {Map<string, Pending>} by client_msg_id, until the stored message is known */
+  const pending = new Map();
+  /** @type {Map<string, number>} the earliest time of each conversation: conversations are ordered by it */
+  const startOf = new Map();
+  /** @type {Map<string, number>} the other side's read seq of each conversation */
+  const readSeq = new Map();
+
+  const key = (/** @type {Message} */ m) => [startOf.get(m.conversation_id) ?? m.created_at, m.conversation_id, m.seq];
+  const compare = (/** @type {Message} */ a, /** @type {Message} */ b) => {
+    const [as, ac, aq] = key(a);
+    const [bs, bc, bq] = key(b);
+    return as !== bs
+      ? Number(as) - Number(bs)
+      : ac !== bc
+        ? String(ac).localeCompare(String(bc))
+        : Number(aq) - Number(bq);
+  };
+
+  const render = () => {
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+    const fromBottom = list.scrollHeight - list.scrollTop;
+    const sorted = [...byId.values()].sort(compare);
+    list.replaceChildren(...sorted.map(renderMessage), ...[...pending.values()].map(renderPending));
+    // Following the conversation at the bottom; reading older pages: keep the same messages in view.
+    list.scrollTop = atBottom ? list.scrollHeight : list.scrollHeight - fromBottom;
+  };
+
+  /** @param {Message} m */
+  const renderMessage = (m) => {
+    const mine = m.sender_type === self;
+    const read = mine && m.seq <= (readSeq.get(m.conversation_id) ?? 0);
+    const who = m.sender_type === 'system' ? '' : mine ? 'You' : labels[m.sender_type];
+    return el(
+      'li',
+      {
+        className: `message ${m.sender_type}${mine ? ' mine' : ''}`,
+        'data-message-id': m.id,
+        'data-seq': m.seq,
+        'data-conversation': m.conversation_id,
+        'data-sender': m.sender_type,
+        'data-client-msg-id': m.client_msg_id ?? undefined,
+        'data-read': read ? 'true' : undefined,
+      },
+      who ? el('span', { className: 'message-sender', text: who }) : null,
+      m.content ? el('p', { className: 'message-text', text: m.recalled ? '(recalled)' : m.content }) : null,
+      m.attachment ? renderAttachment(m.attachment, loadAttachment) : null,
+      el(
+        'span',
+        { className: 'message-meta' },
+        el('time', {
+          datetime: new Date(m.created_at).toISOString(),
+          text: new Date(m.created_at).toLocaleTimeString(),
+        }),
+        read ? el('span', { className: 'read-receipt', text: ' · Read' }) : null,
+      ),
+    );
+  };
+
+  /** @param {Pending} p */
+  const renderPending = (p) =>
+    el(
+      'li',
+      { className: `message ${self} mine pending`, 'data-client-msg-id': p.clientMsgId, 'data-pending': p.state },
+      el('span', { className: 'message-sender', text: 'You' }),
+      p.content ? el('p', { className: 'message-text', text: p.content }) : null,
+      p.attachment ? renderAttachment(p.attachment, loadAttachment) : null,
+      el('span', {
+        className: 'message-meta',
+        text: p.state === 'sending' ? 'Sending…' : `Not sent: ${p.error ?? 'failed'}`,
+      }),
+    );
+
+  return {
+    /** Adds or updates messages (a history page, an event, a send answer); duplicates are ignored. */
+    merge(/** @type {Message[]} */ messages) {
+      for (const m of messages) {
+        const start = startOf.get(m.conversation_id);
+        if (start === undefined || m.created_at < start) startOf.set(m.conversation_id, m.created_at);
+        byId.set(m.id, m);
+        if (m.client_msg_id && m.sender_type === self) pending.delete(m.client_msg_id);
+      }
+      render();
+    },
+    /** The highest seq known of a conversation (0 when none). */
+    lastSeq(/** @type {string} */ conversationId) {
+      let last = 0;
+      for (const m of byId.values()) if (m.conversation_id === conversationId && m.seq > last) last = m.seq;
+      return last;
+    },
+    /** Whether every seq of the conversation up to `seq` is known. */
+    hasAllUpTo(/** @type {string} */ conversationId, /** @type {number} */ seq) {
+      const seen = new Set();
+      for (const m of byId.values()) if (m.conversation_id === conversationId) seen.add(m.seq);
+      for (let s = 1; s <= seq; s++) if (!seen.has(s)) return false;
+      return true;
+    },
+    /** The other side read the conversation up to `seq`: my messages up to it show "Read". */
+    markReadByOther(/** @type {string} */ conversationId, /** @type {number} */ seq) {
+      if (seq > (readSeq.get(conversationId) ?? 0)) readSeq.set(conversationId, seq);
+      render();
+    },
+    /** @param {Pending} p */
+    setPending(p) {
+      pending.set(p.clientMsgId, p);
+      render();
+    },
+    clear() {
+      byId.clear();
+      pending.clear();
+      startOf.clear();
+      readSeq.clear();
+      render();
+    },
+    /** The newest message, if any. */
+    newest() {
+      return [...byId.values()].sort(compare).at(-1);
+    },
+  };
+}
+
+/**
+ * Loads an attachment path the browser cannot fetch by itself (no signature in it, and the
+ * identity is a bearer token, not a cookie) and answers a `blob:` URL for it.
+ * @typedef {(path: string) => Promise<string>} AttachmentLoader
+ */
+
+/** Whether a download path carries its own signature (then anybody holding it may fetch it). */
+const isSigned = (/** @type {string} */ path) => /[?&]sig=/.test(path);
+
+/**
+ * An image inline as its thumbnail (a link to the full picture), any other file as a link.
+ * `load` fetches unsigned paths with the page's identity (the visitor's bearer token).
+ * @param {Attachment} a
+ * @param {AttachmentLoader} [load]
+ */
+export function renderAttachment(a, load) {
+  const href = imageSrc(a.url, '');
+  const needsLoad = (/** @type {string} */ path) => Boolean(load && path && !isSigned(path));
+  /** Opens or downloads through `load` when the plain link would not carry the identity. */
+  const viaLoader = (/** @type {HTMLAnchorElement} */ link) =>
+    link.addEventListener('click', async (event) => {
+      if (!load || !needsLoad(href) || link.dataset.loaded) return;
+      event.preventDefault();
+      link.href = await load(href);
+      link.dataset.loaded = 'true';
+      link.click();
+    });
+  if (a.kind === 'image') {
+    const src = imageSrc(a.thumbnail_url ?? a.url, '');
+    const img = /** @type {HTMLImageElement} */ (
+      el('img', { className: 'attachment-thumb', alt: a.name, 'data-attachment-id': a.attachment_id })
+    );
+    if (load && needsLoad(src))
+      void load(src).then(
+        (url) => (img.src = url),
+        () => {},
+      );
+    else if (src) img.src = src;
+    const link = /** @type {HTMLAnchorElement} */ (
+      el('a', { className: 'attachment-link image', href: href || undefined, target: '_blank', rel: 'noopener' }, img)
+    );
+    viaLoader(link);
+    return link;
+  }
+  const link = /** @type {HTMLAnchorElement} */ (
+    el('a', {
+      className: 'attachment-link file',
+      href: href || undefined,
+      download: a.name,
+      'data-attachment-id': a.attachment_id,
+      text: `${a.name} (${formatBytes(a.size)})`,
+    })
+  );
+  viaLoader(link);
+  return link;
+}
+
+/**
+ * An AttachmentLoader for a bearer identity: each path fetched once, kept as a `blob:` URL.
+ * @param {() => Record<string, string>} headers
+ * @returns {AttachmentLoader}
+ */
+export function bearerAttachmentLoader(headers) {
+  /** @type {Map<string, Promise<string>>} */
+  const cache = new Map();
+  return (path) => {
+    let url = cache.get(path);
+    if (!url) {
+      url = fetch(path, { headers: headers() }).then(async (res) => {
+        if (!res.ok) throw new Error(`HTTP ${res.status}`);
+        return URL.createObjectURL(await res.blob());
+      });
+      url.catch(() => cache.delete(path));
+      cache.set(path, url);
+    }
+    return url;
+  };
+}
+
+/** Envelope codes worth another try with the same client_msg_id: the server may not have stored it. */
+const RETRYABLE = new Set([CODES.SERVICE_UNAVAILABLE, CODES.INTERNAL, CODES.RATE_LIMITED]);
+
+/**
+ * Sends a message exactly once: the same `client_msg_id` on every attempt, so a retry after a
+ * lost answer returns the stored message instead of a second one. Resolves with the envelope of
+ * the last attempt; a network failure or a retryable code is tried again (up to `attempts`).
+ * @param {string} path
+ * @param {Record<string, string>} fields
+ * @param {{ headers?: Record<string, string>, attempts?: number }} [options]
+ * @returns {Promise<Envelope>}
+ */
+export async function sendOnce(path, fields, { headers = {}, attempts = 5 } = {}) {
+  /** @type {Envelope} */
+  let last = { code: CODES.SERVICE_UNAVAILABLE, msg: 'The server could not be reached.', data: [] };
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** attempt, 5000)));
+    try {
+      const { body } = await callJson(path, { method: 'POST', json: fields, headers });
+      last = body;
+      if (!RETRYABLE.has(body.code)) return body;
+    } catch {
+      // network failure: the request may or may not have arrived; the same key makes retrying safe
+    }
+  }
+  return last;
+}
+
+/**
+ * Uploads one file as multipart (field `file`) with XMLHttpRequest, so the upload's progress can
+ * be shown. Resolves with the envelope (the server's refusal included).
+ * @param {string} path
+ * @param {File} file
+ * @param {{ headers?: Record<string, string>, onProgress?: (fraction: number) => void }} [options]
+ * @returns {Promise<Envelope>}
+ */
+export function uploadFile(path, file, { headers = {}, onProgress } = {}) {
+  return new Promise((resolve) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', path);
+    xhr.withCredentials = true;
+    xhr.setRequestHeader('Accept', 'application/json');
+    for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
+    xhr.upload.addEventListener('progress', (event) => {
+      if (event.lengthComputable) onProgress?.(event.loaded / event.total);
+    });
+    xhr.addEventListener('load', () => {
+      /** @type {Envelope | undefined} */
+      let body;
+      try {
+        body = JSON.parse(xhr.responseText);
+      } catch {
+        body = undefined;
+      }
+      resolve(
+        body && typeof body.code === 'number'
+          ? body
+          : { code: CODES.INTERNAL, msg: `Unexpected answer from the server (HTTP ${xhr.status})`, data: [] },
+      );
+    });
+    const failed = () =>
+      resolve({ code: CODES.SERVICE_UNAVAILABLE, msg: 'The upload did not reach the server.', data: [] });
+    xhr.addEventListener('error', failed);
+    xhr.addEventListener('abort', failed);
+    const form = new FormData();
+    form.append('file', file, file.name);
+    xhr.send(form);
+  });
+}
+
+/**
+ * Tells the other side while someone types: `typing: true` at most every 3 s while keys are
+ * pressed, `typing: false` after 4 s without a key or when the message is sent.
+ * @param {(typing: boolean) => Promise<unknown>} post
+ */
+export function typingNotifier(post) {
+  let lastTrue = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let idle;
+  const stop = () => {
+    clearTimeout(idle);
+    if (lastTrue) {
+      lastTrue = 0;
+      post(false).catch(() => {});
+    }
+  };
+  return {
+    input() {
+      const now = Date.now();
+      if (now - lastTrue > 3000) {
+        lastTrue = now;
+        post(true).catch(() => {});
+      }
+      clearTimeout(idle);
+      idle = setTimeout(stop, 4000);
+    },
+    stop,
+  };
+}
+
+/**
+ * Shows "… is typing" in `node` while the other side types; hidden on `typing: false`, on their
+ * message, or 6 s after the last event (a lost `false` must not leave it on).
+ * @param {HTMLElement} node
+ */
+export function typingIndicator(node) {
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+  return {
+    /** @param {string} who @param {boolean} typing */
+    show(who, typing) {
+      clearTimeout(timer);
+      node.textContent = typing ? `${who} is typing…` : '';
+      node.hidden = !typing;
+      if (typing) timer = setTimeout(() => this.show(who, false), 6000);
+    },
+  };
+}

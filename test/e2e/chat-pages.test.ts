@@ -1,0 +1,309 @@
+import { eq } from 'drizzle-orm';
+import type { Browser, Page } from 'playwright-core';
+import sharp from 'sharp';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { agents, merchants } from '../../src/db/schema.js';
+import {
+  type BrowserTab,
+  describeInBrowser,
+  launchChromium,
+  logInThroughPage,
+  openTab,
+  screenshot,
+} from '../support/browser.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+
+type Hooks = { __parley?: { dropSocket(): void; restoreSocket(): void } };
+const dropSocket = (page: Page) => page.evaluate(() => (window as unknown as Hooks).__parley?.dropSocket());
+const restoreSocket = (page: Page) => page.evaluate(() => (window as unknown as Hooks).__parley?.restoreSocket());
+const live = (page: Page) =>
+  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+
+/** The texts of the chat log, oldest first (pending and stored messages alike). */
+const texts = (page: Page) => page.locator('#messages li .message-text').allTextContents();
+
+const png = (width: number, height: number) =>
+  sharp({ create: { width, height, channels: 3, background: { r: 40, g: 120, b: 200 } } })
+    .png()
+    .toBuffer();
+
+/** Two pages and a server on a shared, loaded machine: each step waits for its condition, up to Playwright's 30 s. */
+const STORY_TIMEOUT = 120_000;
+
+describeInBrowser('chat pages: a visitor page and the workbench against one server', () => {
+  let t: TestApp;
+  let browser: Browser;
+  let agentTab: BrowserTab;
+  let visitorTab: BrowserTab;
+  let agent: Page;
+  let visitor: Page;
+
+  beforeAll(async () => {
+    [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await t?.stop();
+  });
+  beforeEach(async () => {
+    [agentTab, visitorTab] = await Promise.all([openTab(browser), openTab(browser)]);
+    agent = agentTab.page;
+    visitor = visitorTab.page;
+  });
+  afterEach(async () => {
+    await Promise.all([agentTab.close(), visitorTab.close()]);
+    await t.app.deps.db.update(agents).set({ maxConcurrentChats: null }).where(eq(agents.username, 'alice'));
+  });
+
+  const openWorkbench = async () => {
+    await logInThroughPage(agent, t, 'alice');
+    await agent.waitForURL(`${t.url}/agent/`);
+    await live(agent);
+    await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+  };
+  const openVisitor = async () => {
+    await visitor.goto(`${t.url}/visitor/?appkey=demo-appkey`);
+    await visitor.locator('#chat').waitFor();
+    await live(visitor);
+    return (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+  };
+  const say = async (page: Page, text: string) => {
+    await page.locator('#message-input').fill(text);
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+  };
+
+  it(
+    'a whole conversation: queued, claimed, typing, read receipts, a dropped socket on each side losing nothing, transfer back to the queue, close and rate',
+    async () => {
+      // Alice is at her capacity (her two demo conversations): the visitor waits in the queue.
+      await t.app.deps.db.update(agents).set({ maxConcurrentChats: 2 }).where(eq(agents.username, 'alice'));
+      await openWorkbench();
+      const uid = await openVisitor();
+      const state = visitor.locator('#chat-state');
+      await expect.poll(() => state.getAttribute('data-state')).toBe('queued');
+      expect(await state.textContent()).toContain('position 1');
+
+      // The workbench's queue updates live; Alice claims the conversation.
+      const queued = agent.locator(`#queue-list li[data-uid="${uid}"]`);
+      await queued.waitFor();
+      await queued.getByRole('button', { name: 'Claim' }).click();
+      await expect.poll(() => state.getAttribute('data-state')).toBe('active');
+      expect(await state.textContent()).toBe('Chatting with Alice');
+      await agent.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
+      await agent.locator(`#conversation-list li[data-uid="${uid}"]`).waitFor();
+
+      // Typing, then the visitor's message; the agent has the conversation open, so it reads it.
+      await visitor.locator('#message-input').pressSequentially('Hello');
+      await expect.poll(() => agent.locator('#typing').textContent()).toMatch(/is typing/);
+      await visitor.getByRole('button', { name: 'Send', exact: true }).click();
+      const fromVisitor = agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Hello' });
+      await fromVisitor.waitFor();
+      await expect.poll(() => agent.locator('#typing').isHidden()).toBe(true);
+      // The agent's read receipt reaches the visitor.
+      await visitor.locator('#messages li.mine[data-read="true"]', { hasText: 'Hello' }).waitFor();
+
+      await agent.locator('#message-input').pressSequentially('Hi');
+      await expect.poll(() => visitor.locator('#typing').textContent()).toBe('Alice is typing…');
+      await agent.locator('#message-input').fill('Hi! How can I help?');
+      await agent.getByRole('button', { name: 'Send', exact: true }).click();
+      await visitor.locator('#messages li[data-sender="agent"]', { hasText: 'Hi! How can I help?' }).waitFor();
+      await agent.locator('#messages li.mine[data-read="true"]', { hasText: 'Hi! How can I help?' }).waitFor();
+
+      // The visitor's socket drops; the agent writes meanwhile; after the reconnect all is there, once, in order.
+      await dropSocket(visitor);
+      await visitor.waitForSelector('#connection-status[data-state="reconnecting"]', { state: 'attached' });
+      for (const text of ['While you were away 1', 'While you were away 2', 'While you were away 3'])
+        await say(agent, text);
+      await agent.locator('#messages li[data-message-id]', { hasText: 'While you were away 3' }).waitFor();
+      await restoreSocket(visitor);
+      await visitor.locator('#event-feed li[data-note="resubscribed"]').waitFor({ timeout: 15_000 });
+      await visitor.locator('#messages li', { hasText: 'While you were away 3' }).waitFor();
+      expect((await texts(visitor)).filter((x) => x.startsWith('While you were away'))).toEqual([
+        'While you were away 1',
+        'While you were away 2',
+        'While you were away 3',
+      ]);
+      const seqs = (await visitor
+        .locator('#messages li[data-seq]')
+        .evaluateAll((nodes) => nodes.map((n) => Number((n as HTMLElement).dataset.seq)))) as number[];
+      expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+      expect(new Set(seqs).size).toBe(seqs.length);
+
+      // Same on the agent's side.
+      await dropSocket(agent);
+      await agent.waitForSelector('#connection-status[data-state="reconnecting"]', { state: 'attached' });
+      await say(visitor, 'Are you still there?');
+      await visitor.locator('#messages li[data-message-id]', { hasText: 'Are you still there?' }).waitFor();
+      await restoreSocket(agent);
+      await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Are you still there?' }).waitFor({
+        timeout: 15_000,
+      });
+      expect(await agent.locator('#messages li', { hasText: 'Are you still there?' }).count()).toBe(1);
+      await screenshot(agent, 'chat-workbench');
+      await screenshot(visitor, 'chat-visitor');
+
+      // Back to the queue (Alice is over her capacity, so it stays there), and claimed again.
+      await agent.locator('#transfer-target').selectOption('');
+      await agent.getByRole('button', { name: 'Transfer' }).click();
+      await expect.poll(() => state.getAttribute('data-state')).toBe('queued');
+      await agent.locator(`#queue-list li[data-uid="${uid}"]`).getByRole('button', { name: 'Claim' }).click();
+      await expect.poll(() => state.getAttribute('data-state')).toBe('active');
+
+      // The agent closes; the visitor is invited to rate, and rates once.
+      await agent.getByRole('button', { name: 'Close the conversation' }).click();
+      await expect.poll(() => state.getAttribute('data-state')).toBe('closed');
+      await agent.waitForSelector('#chat-state[data-state="closed"]', { state: 'attached' });
+      await visitor.locator('#rating-form').waitFor();
+      await visitor.getByLabel('Rating').selectOption('4');
+      await visitor.getByLabel('My question was resolved').check();
+      await visitor.getByLabel('Comment (optional)').fill('Quick and kind.');
+      await visitor.getByRole('button', { name: 'Send rating' }).click();
+      await visitor.locator('#rating-result[data-result="rated"]').waitFor();
+      expect(await visitor.locator('#rating-form').isHidden()).toBe(true);
+      await screenshot(visitor, 'chat-visitor-rated');
+      expect(agentTab.problems).toEqual([]);
+      expect(visitorTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
+    'scrolling back through history fetches the older page with before',
+    async () => {
+      await openWorkbench();
+      await openVisitor();
+      await expect.poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      // 35 messages sent by the visitor's own token, then the page is reloaded: it shows the newest 30.
+      await visitor.evaluate(async () => {
+        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
+        for (let i = 1; i <= 35; i++) {
+          await fetch('/visitor/message/send', {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ client_msg_id: `history-${i}`, content: `Line ${i}` }),
+          });
+        }
+      });
+      await visitor.reload();
+      await visitor.locator('#messages li', { hasText: 'Line 35' }).waitFor();
+      expect(await visitor.locator('#messages li', { hasText: /^YouLine 1\b/ }).count()).toBe(0);
+      await visitor.getByRole('button', { name: 'Earlier messages' }).click();
+      await visitor.locator('#messages li .message-text', { hasText: /^Line 1$/ }).waitFor();
+      const lines = (await texts(visitor)).filter((x) => /^Line \d+$/.test(x));
+      expect(lines).toEqual(Array.from({ length: 35 }, (_, i) => `Line ${i + 1}`));
+      expect(visitorTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
+    'an image uploaded by the visitor shows inline on both sides, a file from the agent as a link; the server’s refusals are shown',
+    async () => {
+      await openWorkbench();
+      const uid = await openVisitor();
+      await expect.poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+      await agent.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
+
+      await visitor.getByLabel('Attach a file').setInputFiles({
+        name: 'photo.png',
+        mimeType: 'image/png',
+        buffer: await png(64, 48),
+      });
+      await visitor.waitForSelector('#attachment-result[data-verdict="sent"]');
+      const loaded = (page: Page) =>
+        page.waitForFunction(() => {
+          const img = document.querySelector('#messages img.attachment-thumb') as HTMLImageElement | null;
+          return Boolean(img?.complete && img.naturalWidth > 0);
+        });
+      await loaded(visitor);
+      await loaded(agent);
+      expect(await agent.locator('#messages img.attachment-thumb').getAttribute('alt')).toBe('photo.png');
+
+      await agent.getByLabel('Send a file').setInputFiles({
+        name: 'terms.txt',
+        mimeType: 'text/plain',
+        buffer: Buffer.from('The terms of sale.\n'),
+      });
+      const link = visitor.locator('#messages a.attachment-link.file');
+      await link.waitFor();
+      expect(await link.textContent()).toContain('terms.txt');
+      const [download] = await Promise.all([visitor.waitForEvent('download'), link.click()]);
+      expect(download.suggestedFilename()).toBe('terms.txt');
+      const body = await download.createReadStream();
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(chunk as Buffer);
+      expect(Buffer.concat(chunks).toString()).toBe('The terms of sale.\n');
+      await screenshot(visitor, 'chat-visitor-attachments');
+
+      // The page's copy of the settings says images are fine; the server now says otherwise.
+      const [demo] = await t.app.deps.db.select().from(merchants).where(eq(merchants.bid, 'demo'));
+      const { switches, imageMaxBytes } = demo!;
+      try {
+        await t.app.deps.db.update(merchants).set({ imageMaxBytes: 100 }).where(eq(merchants.bid, 'demo'));
+        t.app.deps.configCache.invalidate(demo!.id);
+        await visitor
+          .getByLabel('Attach a file')
+          .setInputFiles({ name: 'big.png', mimeType: 'image/png', buffer: await png(64, 64) });
+        await visitor.waitForSelector('#attachment-result[data-verdict="refused"]');
+        expect(await visitor.locator('#attachment-result').textContent()).toContain(
+          'big.png was refused: File larger than the image limit of 100 bytes',
+        );
+
+        await t.app.deps.db
+          .update(merchants)
+          .set({ imageMaxBytes, switches: { ...switches, upload_img: 'off' } })
+          .where(eq(merchants.bid, 'demo'));
+        t.app.deps.configCache.invalidate(demo!.id);
+        await visitor
+          .getByLabel('Attach a file')
+          .setInputFiles({ name: 'off.png', mimeType: 'image/png', buffer: await png(8, 8) });
+        await expect
+          .poll(() => visitor.locator('#attachment-result').textContent())
+          .toContain('off.png was refused: Uploads of kind image are switched off for this merchant (upload_img)');
+        expect(await visitor.locator('#messages img.attachment-thumb').count()).toBe(1);
+      } finally {
+        await t.app.deps.db.update(merchants).set({ switches, imageMaxBytes }).where(eq(merchants.bid, 'demo'));
+        t.app.deps.configCache.invalidate(demo!.id);
+      }
+      // Console errors of the refused uploads' 4xx answers are expected; script errors are not.
+      expect(visitorTab.problems.filter((p) => p.startsWith('page error'))).toEqual([]);
+      expect(agentTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+});
+
+describeInBrowser('the pages’ test hooks', () => {
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it(
+    'window.__parley exists outside production and is absent with NODE_ENV=production',
+    async () => {
+      for (const env of ['test', 'production'] as const) {
+        // Production never loads the demo data: the page stops at "which merchant?", its script has run.
+        const t = await startTestApp({ config: { env, demoSeed: env !== 'production' } });
+        const tab = await openTab(browser);
+        try {
+          await tab.page.goto(`${t.url}/visitor/?appkey=demo-appkey`);
+          await tab.page.waitForSelector('#main[aria-busy="false"]', { state: 'attached' });
+          const hooks = await tab.page.evaluate(() => typeof (window as unknown as Hooks).__parley);
+          expect(hooks, env).toBe(env === 'production' ? 'undefined' : 'object');
+          expect(await tab.page.locator('html').getAttribute('data-test-hooks')).toBe(
+            env === 'production' ? 'off' : 'on',
+          );
+        } finally {
+          await tab.close();
+          await t.stop();
+        }
+      }
+    },
+    STORY_TIMEOUT,
+  );
+});
