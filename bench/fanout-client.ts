@@ -19,7 +19,10 @@ export async function connectSubscribers(opts: {
   count: number;
   /** graphql-ws protocol with this init payload and channel; absent: raw floor socket. */
   graphql?: { init: Record<string, unknown>; channel: string };
+  /** Where a frame carries its publication time (default: the fan-out events' `"t":<ms>`). */
+  stamp?: RegExp;
 }): Promise<Subscribers> {
+  const stamp = opts.stamp ?? /"t":(\d+)/;
   const subs: Subscribers = { deliveries: 0, latencies: [], recordLatency: false, close: () => {} };
   const sockets: WebSocket[] = [];
   const onMessage = (raw: WebSocket.RawData) => {
@@ -27,7 +30,7 @@ export async function connectSubscribers(opts: {
     if (opts.graphql && !text.startsWith('{"id"')) return;
     subs.deliveries++;
     if (subs.recordLatency) {
-      const t = Number(/"t":(\d+)/.exec(text)?.[1]);
+      const t = Number(stamp.exec(text)?.[1]);
       if (t) subs.latencies.push(Date.now() - t);
     }
   };

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
 import postgres from 'postgres';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { renderCaptcha } from '../src/auth/captcha-image.js';
 import { verifyPassword } from '../src/auth/passwords.js';
 import { redisEventBus } from '../src/stores/bus.js';
@@ -104,8 +105,11 @@ async function agentWorkbench(req: IncomingMessage) {
   const [[merchant], groups, chats, defs, state] = await Promise.all([
     sql`select * from merchants where id = ${m} limit 1`,
     sql`select * from agent_groups where merchant_id = ${m} order by is_default desc, position, name`,
-    sql`select c.*, v.nickname from conversations c join visitors v on v.id = c.visitor_id and v.merchant_id = ${m}
-        where c.agent_id = ${agentId} and c.merchant_id = ${m} and c.closed_at is null
+    sql`select c.*, v.nickname,
+          (select count(*)::int from messages um where um.conversation_id = c.id and um.seq > c.agent_read_seq
+             and um.sender_type = 'visitor') as unread
+        from conversations c join visitors v on v.id = c.visitor_id and v.merchant_id = ${m}
+        where c.agent_id = ${agentId} and c.merchant_id = ${m} and c.state = 'active'
         order by c.pinned_at desc, c.timestamp desc`,
     sql`select * from visitor_attribute_defs where merchant_id = ${m} order by position, key`,
     redis.get(`presence:state:${agentId}`),
@@ -121,10 +125,10 @@ async function agentWorkbench(req: IncomingMessage) {
           type: 'visitor',
           timestamp: Number(c.timestamp),
           pinned_at: Number(c.pinned_at),
-          unread_count: c.unread_count,
+          unread_count: c.unread,
           bot: c.bot,
           account_state: c.account_state,
-          history_only_mine: c.history_only_mine,
+          history_only_mine: agent.level !== 'admin' && merchant.workbench_settings?.history_only_mine === true,
           items: c.items,
         },
       ]),
@@ -158,6 +162,87 @@ async function agentWorkbench(req: IncomingMessage) {
 
 const [alice] = await sql`select password_hash from agents where username = 'alice'`;
 let rawBody = '';
+
+/**
+ * The message path's floor: the visitor's token check, then in one transaction the conversation
+ * row locked and its next seq taken, the message inserted; after the commit `message.created`
+ * published on the agent's and the visitor's channels through the same Redis bus, and delivered
+ * by a raw ws server (below) to the sockets of that channel. Nothing in between.
+ */
+async function sendMessageFloor(req: IncomingMessage) {
+  const token = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+  let body = '';
+  for await (const chunk of req) body += chunk;
+  const input = JSON.parse(body) as { client_msg_id: string; content: string };
+  if (!token) return null;
+  const hash = createHash('sha256').update(token).digest('hex');
+  const [viewer] = await sql`
+    select v.id, v.merchant_id, v.channel from visitor_tokens t join visitors v on v.id = t.visitor_id
+    where t.token_hash = ${hash} and t.merchant_id = v.merchant_id and t.revoked_at is null and t.expires_at > now() limit 1`;
+  if (!viewer) return null;
+  const message = await sql.begin(async (tx) => {
+    const [c] = await tx`
+      update conversations set last_seq = last_seq + 1
+      where merchant_id = ${viewer.merchant_id} and visitor_id = ${viewer.id} and state = 'active'
+      returning id, agent_id, last_seq`;
+    if (!c) throw new Error('no active conversation');
+    const id = `msg_${createHash('sha1').update(`${c.id}:${c.last_seq}:${Math.random()}`).digest('hex').slice(0, 20)}`;
+    const [m] = await tx`
+      insert into messages (id, conversation_id, merchant_id, visitor_id, seq, sender_type, sender_id, client_msg_id, type, content)
+      values (${id}, ${c.id}, ${viewer.merchant_id}, ${viewer.id}, ${c.last_seq}, 'visitor', ${viewer.id}, ${input.client_msg_id}, 'text', ${input.content})
+      returning id, seq, created_at`;
+    const row = m as { id: string; seq: number; created_at: Date };
+    return {
+      id: row.id,
+      seq: row.seq,
+      created_at: row.created_at,
+      conversation_id: c.id as string,
+      agent_id: c.agent_id as string,
+    };
+  });
+  const wire = {
+    message: {
+      id: message.id,
+      conversation_id: message.conversation_id,
+      visitor_id: viewer.id,
+      seq: message.seq,
+      sender_type: 'visitor',
+      sender_id: viewer.id,
+      client_msg_id: input.client_msg_id,
+      type: 'text',
+      content: input.content,
+      attachment: null,
+      meta: null,
+      created_at: new Date(message.created_at).getTime(),
+      recalled: false,
+    },
+  };
+  await Promise.all([
+    bus.publish(`agent-${message.agent_id}`, 'message.created', wire),
+    bus.publish(viewer.channel, 'message.created', wire),
+  ]);
+  return wire.message;
+}
+
+/** Raw ws delivery for the message floor: `/floor/ws?channel=…`, one bus subscription per channel. */
+const floorWss = new WebSocketServer({ noServer: true });
+const floorChannels = new Map<string, Set<WebSocket>>();
+function joinFloorChannel(channel: string, ws: WebSocket) {
+  let sockets = floorChannels.get(channel);
+  if (!sockets) {
+    const created = new Set<WebSocket>();
+    sockets = created;
+    floorChannels.set(channel, created);
+    void (async () => {
+      for await (const event of bus.subscribe(channel)) {
+        const frame = JSON.stringify(event);
+        for (const socket of created) socket.send(frame);
+      }
+    })();
+  }
+  sockets.add(ws);
+  ws.on('close', () => sockets.delete(ws));
+}
 
 const server = createServer(async (req, res) => {
   try {
@@ -194,12 +279,22 @@ const server = createServer(async (req, res) => {
       res.writeHead(200, { 'content-type': 'image/jpeg', 'cache-control': 'no-store' });
       return res.end(jpeg);
     }
+    if (path === '/floor/message' && req.method === 'POST') {
+      const data = await sendMessageFloor(req);
+      return sendJson(res, 200, data ? { code: 0, msg: 'ok', data } : { code: 1401, msg: 'no', data: [] });
+    }
     sendJson(res, 404, { code: 1404, msg: 'not found', data: [] });
   } catch (error) {
     sendJson(res, 500, { code: 1500, msg: (error as Error).message, data: [] });
   }
 });
 server.keepAliveTimeout = 5000;
+server.on('upgrade', (req, socket, head) => {
+  const url = new URL(req.url ?? '/', 'http://x');
+  const channel = url.searchParams.get('channel');
+  if (url.pathname !== '/floor/ws' || !channel) return socket.destroy();
+  floorWss.handleUpgrade(req, socket, head, (ws) => joinFloorChannel(channel, ws));
+});
 server.listen(Number(env.PORT), '127.0.0.1');
 process.on('SIGTERM', () => {
   server.close();
