@@ -30,7 +30,7 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
       if (hold) await hold.promise;
       return connectionParams;
     },
-    // The page asks the server what happened (logged out, token revoked) on `closed` with 4401/4403.
+    // The page asks the server what happened (logged out, token revoked) on `closed` with the Session-ended or forbidden close code (CLOSE in contract.js).
     onIdentityGone: () => {},
     onStatus(status) {
       if (status.state === 'connecting') onStatus({ state: 'connecting' });
