@@ -13,8 +13,8 @@ import {
   rateConversation,
   transferConversation,
 } from '../src/resolvers/conversations.js';
-import { globalChannel } from '../src/resolvers/events.js';
-import { listMessages } from '../src/resolvers/messages.js';
+import { agentChannel, globalChannel } from '../src/resolvers/events.js';
+import { listMessages, sendMessage } from '../src/resolvers/messages.js';
 import { setAgentState } from '../src/resolvers/presence.js';
 import { loadWorkbench } from '../src/resolvers/workbench.js';
 import {
@@ -422,6 +422,24 @@ describe('Listing', () => {
 });
 
 describe('Tenant isolation', () => {
+  it("events stay in their merchant: another merchant's global and agent channels hear nothing", async () => {
+    const m1 = await f.merchant();
+    const m2 = await f.merchant();
+    const a1 = await f.agent(m1);
+    const a2 = await f.agent(m2);
+    await f.online(a1);
+    await f.online(a2);
+    const feed = recordEvents(deps, [globalChannel(m1.bid), globalChannel(m2.bid), agentChannel(a2.agentId)]);
+    await feed.ready;
+    const v1 = await f.visitor(m1);
+    await assignAgent(deps, v1);
+    await sendMessage(deps, v1, { clientMsgId: 'x', content: 'hello' });
+    await closeConversation(deps, v1);
+    await eventually(() => feed.of('conversation.closed', globalChannel(m1.bid)).length === 1, 'm1 events');
+    expect(feed.events.filter((e) => e.channel !== globalChannel(m1.bid))).toEqual([]);
+    feed.stop();
+  });
+
   it("another merchant's visitor or conversation is not found, and never listed", async () => {
     const m1 = await f.merchant();
     const m2 = await f.merchant();
