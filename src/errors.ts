@@ -78,7 +78,22 @@ export const serviceUnavailable = (what: string) =>
   new DomainError('SERVICE_UNAVAILABLE', `${what} is unavailable, please retry shortly`);
 
 /**
- * What a thrown value means to a caller: a DomainError as it is; Redis or PostgreSQL being
+ * A backing service (Redis, PostgreSQL) did not answer: thrown by the stores (src/stores/redis.ts
+ * wraps every failed Redis command that is not a Redis reply), so callers recognise it by its
+ * class, never by its message text. `cause` keeps the original error for the log.
+ */
+export class BackendUnavailableError extends Error {
+  constructor(
+    readonly backend: 'redis' | 'postgres',
+    options?: { cause?: unknown },
+  ) {
+    super(`${backend} is unavailable`, options);
+    this.name = 'BackendUnavailableError';
+  }
+}
+
+/**
+ * What a thrown value means to a caller: a DomainError as it is; a backing service being
  * unreachable as SERVICE_UNAVAILABLE (retry later); anything else INTERNAL, its details masked.
  */
 export function classifyError(error: unknown): DomainError {
@@ -87,20 +102,37 @@ export function classifyError(error: unknown): DomainError {
   return new DomainError('INTERNAL', 'Internal error');
 }
 
-function isInfrastructureFailure(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const { name, message } = error;
+/** Error classes (by name: they come from several libraries) that mean "the backend is unreachable". */
+const UNAVAILABLE_CLASSES = new Set(['BackendUnavailableError', 'MaxRetriesPerRequestError']);
+/** Node's socket error codes and postgres.js's connection codes. */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'CONNECT_TIMEOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+]);
+/**
+ * PostgreSQL SQLSTATEs: class 08 (connection exception), 53 (insufficient resources: too many
+ * clients, out of memory, disk full), 57P01-57P03 (shutting down, cannot connect now), 57014
+ * (statement timeout).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08[0-9A-Z]{3}|53[0-9A-Z]{3}|57P0[1-3]|57014)$/;
+
+/** Whether `error` (or what it wraps) says a backing service is unreachable: by class and code only. */
+export function isInfrastructureFailure(error: unknown, depth = 0): boolean {
+  if (!(error instanceof Error) || depth > 5) return false;
   const code = (error as { code?: unknown }).code;
   return (
-    name === 'MaxRetriesPerRequestError' ||
-    /Connection is closed|Stream isn't writeable|enableOfflineQueue|Command timed out|did not answer within|Redis is not ready|ECONNREFUSED|ECONNRESET|connect_timeout|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|statement timeout|too many clients|the database system is (starting|shutting) down|terminating connection/i.test(
-      message,
-    ) ||
-    (typeof code === 'string' &&
-      /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED|57P01|57P03|53300|57014)$/.test(
-        code,
-      )) ||
-    (error.cause !== undefined && isInfrastructureFailure(error.cause))
+    error instanceof BackendUnavailableError ||
+    UNAVAILABLE_CLASSES.has(error.name) ||
+    (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) ||
+    (error.cause !== undefined && isInfrastructureFailure(error.cause, depth + 1))
   );
 }
 

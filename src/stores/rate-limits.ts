@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { DomainError } from '../errors.js';
+import { BackendUnavailableError, DomainError } from '../errors.js';
 
 export interface Limit {
   /** Counter name; keys are `<name>:<subject>`. */
@@ -21,12 +21,19 @@ export interface RateLimiter {
   reward(subject: string, points?: number): Promise<void>;
 }
 
+/** A limiter's store failure as BackendUnavailableError (a DomainError goes through unchanged). */
+const unavailable = (error: unknown) =>
+  error instanceof DomainError || error instanceof BackendUnavailableError || !(error instanceof Error)
+    ? error
+    : new BackendUnavailableError('redis', { cause: error });
+
 export type RateLimiterFactory = (limit: Limit) => RateLimiter;
 
 /** Limits on Redis (shared by every instance; the client's key prefix applies) or in memory. */
 export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory {
   // One limiter per limit: a memory limiter made afresh on every call would forget every count.
   const made = new Map<string, RateLimiter>();
+  const storeFailure = (error: unknown) => (opts.redis ? unavailable(error) : error);
   return (limit) => {
     const id = `${limit.name}:${limit.points}:${limit.durationSeconds}:${limit.blockSeconds ?? 0}`;
     const existing = made.get(id);
@@ -50,21 +57,22 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
         try {
           await limiter.consume(subject);
         } catch (error) {
-          if (!(error instanceof RateLimiterRes)) throw error;
+          // Anything but a refusal is the store failing (e.g. "Redis connection is not ready").
+          if (!(error instanceof RateLimiterRes)) throw storeFailure(error);
           const wait = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
           throw new DomainError('RATE_LIMITED', message(wait), wait);
         }
       },
       async isBlocked(subject) {
-        const res = await limiter.get(subject);
+        const res = await limiter.get(subject).catch((error: unknown) => Promise.reject(storeFailure(error)));
         if (!res || res.remainingPoints > 0) return 0;
         return Math.max(1, Math.ceil(res.msBeforeNext / 1000));
       },
       async reset(subject) {
-        await limiter.delete(subject);
+        await limiter.delete(subject).catch((error: unknown) => Promise.reject(storeFailure(error)));
       },
       async reward(subject, points = 1) {
-        await limiter.reward(subject, points);
+        await limiter.reward(subject, points).catch((error: unknown) => Promise.reject(storeFailure(error)));
       },
     };
     made.set(id, rateLimiter);

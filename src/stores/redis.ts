@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import { type Command, Redis, ReplyError } from 'ioredis';
+import { BackendUnavailableError } from '../errors.js';
 
 /**
  * An ioredis client that fails fast: while Redis is down, commands are refused at once
@@ -17,7 +18,25 @@ export function connectRedis(url: string, opts: { keyPrefix?: string; lazy?: boo
   });
   // Errors surface through the failing commands; an unhandled 'error' event would crash the process.
   client.on('error', () => {});
+  classifyFailures(client);
   return client;
+}
+
+/**
+ * Every command of `client` that fails for any reason but a Redis reply (the connection is
+ * closed, the stream not writable, a timeout, retries exhausted) rejects with a
+ * BackendUnavailableError wrapping the original, so every caller (stores, rate limits, the bus,
+ * the Session store, pipelines included) is classified as unavailable by class, never by the
+ * message text of ioredis.
+ */
+function classifyFailures(client: Redis) {
+  const send = client.sendCommand.bind(client);
+  client.sendCommand = ((command: Command, ...rest: unknown[]) => {
+    const reject = command.reject;
+    command.reject = (error: Error) =>
+      reject(error instanceof ReplyError ? error : new BackendUnavailableError('redis', { cause: error }));
+    return (send as (c: Command, ...r: unknown[]) => unknown)(command, ...rest);
+  }) as typeof client.sendCommand;
 }
 
 /** Resolves once the client is connected (or rejects after `timeoutMs`). */
