@@ -166,6 +166,9 @@ const uploadData = (a: AttachmentView) => ({
   thumbnail_url: a.thumbnailUrl,
 });
 
+/** How long a refused upload's remaining bytes are discarded before the connection is closed. */
+const LINGER_MS = 5000;
+
 /**
  * Streams one multipart upload into the domain. A refusal is answered at once and the
  * connection closed, so the rest of a large body is not read.
@@ -184,8 +187,10 @@ async function upload(
     res.setHeader('Connection', 'close');
     sendError(res, error, deps.log);
     req.unpipe();
-    // Stop reading: the rest of the body is not wanted; the socket goes once the answer is out.
-    res.once('finish', () => setTimeout(() => req.socket.destroy(), 1000).unref());
+    // Nothing more of the body is parsed, counted or stored. What the client still sends is
+    // discarded for a short while (a lingering close, as nginx does) so that it can read this
+    // answer instead of a connection reset; then the socket goes.
+    res.once('finish', () => setTimeout(() => req.socket.destroy(), LINGER_MS).unref());
     req.resume();
   };
   try {
