@@ -1,3 +1,4 @@
+// @ts-check
 import { PATHS } from '/assets/contract.js';
 /**
  * What every page shares: calling the gateway's JSON endpoints, the captcha control, and a few
@@ -8,11 +9,20 @@ import { PATHS } from '/assets/contract.js';
 export const LOGIN_PAGE = PATHS.LOGIN;
 
 /**
+ * @typedef {{ code: number, msg: string, data: any }} Envelope The gateway's answer.
+ * @typedef {{ method?: string, form?: Record<string, string>, json?: unknown, headers?: Record<string, string> }} CallOptions
+ */
+
+/**
  * Calls a JSON endpoint with the browser's cookies and resolves with the HTTP status, headers
  * and the `{code, msg, data}` envelope (a non-JSON answer becomes an envelope too). A network
  * failure rejects.
+ * @param {string} path
+ * @param {CallOptions} [options]
+ * @returns {Promise<{ status: number, headers: Headers, body: Envelope }>}
  */
 export async function callJson(path, { method = 'GET', form, json, headers = {} } = {}) {
+  /** @type {RequestInit & { headers: Record<string, string> }} */
   const init = { method, credentials: 'include', headers: { Accept: 'application/json', ...headers } };
   if (form) init.body = new URLSearchParams(form);
   if (json !== undefined) {
@@ -20,6 +30,7 @@ export async function callJson(path, { method = 'GET', form, json, headers = {} 
     init.body = JSON.stringify(json);
   }
   const res = await fetch(path, init);
+  /** @type {Envelope | undefined} */
   let body;
   try {
     body = await res.json();
@@ -32,14 +43,29 @@ export async function callJson(path, { method = 'GET', form, json, headers = {} 
   return { status: res.status, headers: res.headers, body };
 }
 
-/** `document.getElementById` that fails loudly when the page and its script disagree. */
-export function byId(id) {
+/**
+ * `document.getElementById` that fails loudly when the page and its script disagree, also about
+ * the kind of element (`byId('captcha', HTMLInputElement)`).
+ * @template {HTMLElement} [T=HTMLElement]
+ * @param {string} id
+ * @param {{ new (): T, prototype: T }} [type]
+ * @returns {T}
+ */
+export function byId(id, type) {
   const node = document.getElementById(id);
   if (!node) throw new Error(`missing #${id}`);
-  return node;
+  if (type && !(node instanceof type)) throw new Error(`#${id} is not a ${type.name}`);
+  return /** @type {T} */ (node);
 }
 
-/** Creates an element with attributes (`text` sets textContent) and children. */
+/**
+ * Creates an element with attributes (`text` sets textContent) and children.
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Record<string, unknown>} [attrs]
+ * @param {...(Node | string | null | undefined)} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
@@ -54,29 +80,44 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-/** Shows `text` in a message element, or hides it when `text` is empty. */
+/**
+ * Shows `text` in a message element, or hides it when `text` is empty.
+ * @param {HTMLElement} node
+ * @param {string | null | undefined} text
+ */
 export function say(node, text) {
   node.textContent = text ?? '';
   node.hidden = !text;
 }
 
-/** Only site-relative paths are used as image sources (the CSP allows this server only). */
+/**
+ * Only site-relative paths are used as image sources (the CSP allows this server only).
+ * @param {unknown} value
+ * @param {string} fallback
+ * @returns {string}
+ */
 export function imageSrc(value, fallback) {
   return typeof value === 'string' && /^\/(?!\/)[^\s]*$/.test(value) ? value : fallback;
 }
 
-/** Sets an avatar, falling back to the default picture when it does not load. */
+/**
+ * Sets an avatar, falling back to the default picture when it does not load.
+ * @param {HTMLImageElement} img
+ * @param {unknown} value
+ */
 export function setAvatar(img, value, fallback = '/assets/avatar-default.svg') {
   if (!img.dataset.fallback) {
     img.dataset.fallback = fallback;
     img.addEventListener('error', () => {
-      if (!img.src.endsWith(img.dataset.fallback)) img.src = img.dataset.fallback;
+      const fallbackSrc = img.dataset.fallback ?? fallback;
+      if (!img.src.endsWith(fallbackSrc)) img.src = fallbackSrc;
     });
   }
   const src = imageSrc(value, fallback);
   if (img.getAttribute('src') !== src) img.src = src;
 }
 
+/** @param {number} bytes */
 export function formatBytes(bytes) {
   if (!Number.isFinite(bytes)) return 'unknown size';
   if (bytes < 1024) return `${bytes} B`;
@@ -93,6 +134,9 @@ export function formatBytes(bytes) {
 /**
  * A captcha image with its input: reloading asks for a new image with a fresh `rand` (the old
  * answer is invalid at once on the server); `reset` does so and clears the input.
+ */
+/**
+ * @param {{ image: HTMLImageElement, button: HTMLElement, input: HTMLInputElement, endpoint: string }} parts
  */
 export function captchaControl({ image, button, input, endpoint }) {
   const reload = () => {

@@ -182,30 +182,28 @@ export function renderAttachment(a, load) {
     });
   if (a.kind === 'image') {
     const src = imageSrc(a.thumbnail_url ?? a.url, '');
-    const img = /** @type {HTMLImageElement} */ (
-      el('img', { className: 'attachment-thumb', alt: a.name, 'data-attachment-id': a.attachment_id })
-    );
+    const img = el('img', { className: 'attachment-thumb', alt: a.name, 'data-attachment-id': a.attachment_id });
     if (load && needsLoad(src))
       void load(src).then(
         (url) => (img.src = url),
         () => {},
       );
     else if (src) img.src = src;
-    const link = /** @type {HTMLAnchorElement} */ (
-      el('a', { className: 'attachment-link image', href: href || undefined, target: '_blank', rel: 'noopener' }, img)
+    const link = el(
+      'a',
+      { className: 'attachment-link image', href: href || undefined, target: '_blank', rel: 'noopener' },
+      img,
     );
     viaLoader(link);
     return link;
   }
-  const link = /** @type {HTMLAnchorElement} */ (
-    el('a', {
-      className: 'attachment-link file',
-      href: href || undefined,
-      download: a.name,
-      'data-attachment-id': a.attachment_id,
-      text: `${a.name} (${formatBytes(a.size)})`,
-    })
-  );
+  const link = el('a', {
+    className: 'attachment-link file',
+    href: href || undefined,
+    download: a.name,
+    'data-attachment-id': a.attachment_id,
+    text: `${a.name} (${formatBytes(a.size)})`,
+  });
   viaLoader(link);
   return link;
 }
@@ -233,6 +231,7 @@ export function bearerAttachmentLoader(headers) {
 }
 
 /** Envelope codes worth another try with the same client_msg_id: the server may not have stored it. */
+/** @type {Set<number>} */
 const RETRYABLE = new Set([CODES.SERVICE_UNAVAILABLE, CODES.INTERNAL, CODES.RATE_LIMITED]);
 
 /**

@@ -1,22 +1,29 @@
+// @ts-check
 import { el } from '/assets/api.js';
+
+/** @typedef {import('/assets/realtime.js').PageStatus} PageStatus */
 
 /** Most entries a feed keeps on screen; older ones are dropped. */
 const MAX_ENTRIES = 200;
 
-const timeOf = (iso) => {
+const timeOf = (/** @type {string} */ iso) => {
   const date = new Date(iso);
   return Number.isNaN(date.getTime()) ? '' : date.toLocaleTimeString();
 };
 
-const summary = (data) => {
+const summary = (/** @type {unknown} */ data) => {
   if (data === undefined || data === null) return '';
   const text = typeof data === 'string' ? data : JSON.stringify(data);
   return text.length > 400 ? `${text.slice(0, 400)}…` : text;
 };
 
-/** A `role="log"` list of channel events and connection notes, newest at the bottom. */
+/**
+ * A `role="log"` list of channel events and connection notes, newest at the bottom.
+ * @param {HTMLElement} list
+ * @param {HTMLElement | null} [empty]
+ */
 export function eventFeed(list, empty = document.getElementById('feed-empty')) {
-  const add = (item) => {
+  const add = (/** @type {HTMLElement} */ item) => {
     if (empty) empty.hidden = true;
     // Follow new entries only when the reader is already at the bottom of the list.
     const following = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
@@ -25,6 +32,7 @@ export function eventFeed(list, empty = document.getElementById('feed-empty')) {
     if (following) list.scrollTop = list.scrollHeight;
   };
   return {
+    /** @param {{ event: string, position: string, channel: string, data: unknown, at: string }} event */
     event(event) {
       add(
         el(
@@ -44,6 +52,7 @@ export function eventFeed(list, empty = document.getElementById('feed-empty')) {
         ),
       );
     },
+    /** @param {string} text */
     note(text, kind = 'note') {
       const now = new Date();
       add(
@@ -59,15 +68,21 @@ export function eventFeed(list, empty = document.getElementById('feed-empty')) {
   };
 }
 
-/** Shows a connection state in a `role="status"` element (its `data-state` drives the colour). */
+/**
+ * Shows a connection state in a `role="status"` element (its `data-state` drives the colour).
+ * @param {HTMLElement} node
+ * @param {PageStatus} status
+ */
 export function showConnection(node, status) {
-  const text = {
+  /** @type {Record<string, string>} */
+  const texts = {
     connecting: 'Connecting…',
     live: 'Live',
     resubscribed: 'Live again (resubscribed)',
-    reconnecting: `Connection lost, reconnecting${status.attempt > 1 ? ` (attempt ${status.attempt})` : ''}…`,
+    reconnecting: `Connection lost, reconnecting${status.state === 'reconnecting' && status.attempt > 1 ? ` (attempt ${status.attempt})` : ''}…`,
     closed: 'Disconnected',
-  }[status.state];
+  };
+  const text = texts[status.state];
   if (!text) return;
   const state = status.state === 'resubscribed' ? 'live' : status.state;
   node.dataset.state = state;
@@ -75,7 +90,7 @@ export function showConnection(node, status) {
 }
 
 /** "agent-x since 1-0, global-y from the start": what a resubscription resumed after. */
-export const describeSince = (since) =>
+export const describeSince = (/** @type {Record<string, string | null>} */ since) =>
   Object.entries(since)
     .map(([channel, id]) => (id ? `${channel} since ${id}` : `${channel} from now`))
     .join(', ');

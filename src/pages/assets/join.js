@@ -1,16 +1,17 @@
+// @ts-check
 import { byId, callJson, captchaControl, say } from '/assets/api.js';
 
 const smsOn = document.body.dataset.smsRegistration === 'on';
-const form = byId('join-form');
+const form = byId('join-form', HTMLFormElement);
 const error = byId('join-error');
 const status = byId('join-status');
-const mobile = byId('mobile');
-const smsCode = byId('sms-code');
-const sendButton = byId('sms-send');
+const mobile = byId('mobile', HTMLInputElement);
+const smsCode = byId('sms-code', HTMLInputElement);
+const sendButton = byId('sms-send', HTMLButtonElement);
 const countdown = byId('sms-countdown');
-const captchaInput = byId('captcha');
+const captchaInput = byId('captcha', HTMLInputElement);
 const captcha = captchaControl({
-  image: byId('captcha-image'),
+  image: byId('captcha-image', HTMLImageElement),
   button: byId('captcha-reload'),
   input: captchaInput,
   endpoint: '/agent/login/joincaptcha',
@@ -22,12 +23,13 @@ const MOBILE = /^1[3-9]\d{9}$/;
 
 if (!smsOn) {
   byId('sms-off').hidden = false;
-  byId('join-fields').disabled = true;
+  byId('join-fields', HTMLFieldSetElement).disabled = true;
 }
 
+/** @type {ReturnType<typeof setInterval> | undefined} */
 let timer;
 /** Disables the send button for `seconds`, showing what is left. */
-function startCountdown(seconds) {
+function startCountdown(/** @type {number} */ seconds) {
   clearInterval(timer);
   let left = Math.max(1, Math.ceil(seconds));
   const tick = () => {
@@ -46,7 +48,11 @@ function startCountdown(seconds) {
   timer = setInterval(tick, 1000);
 }
 
-/** How long the server asked us to wait: the Retry-After header, else a number in the message. */
+/**
+ * How long the server asked us to wait: the Retry-After header, else a number in the message.
+ * @param {Headers} headers
+ * @param {string | undefined} msg
+ */
 function waitSeconds(headers, msg) {
   const header = Number(headers.get('Retry-After'));
   if (Number.isFinite(header) && header > 0) return header;

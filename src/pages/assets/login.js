@@ -1,18 +1,20 @@
+// @ts-check
 import { byId, callJson, captchaControl, say } from '/assets/api.js';
 
-const form = byId('login-form');
+const form = byId('login-form', HTMLFormElement);
 const error = byId('login-error');
-const submit = byId('login-submit');
-const captchaInput = byId('captcha');
+const submit = byId('login-submit', HTMLButtonElement);
+const captchaInput = byId('captcha', HTMLInputElement);
 const captcha = captchaControl({
-  image: byId('captcha-image'),
+  image: byId('captcha-image', HTMLImageElement),
   button: byId('captcha-reload'),
   input: captchaInput,
   endpoint: '/agent/login/logincaptcha',
 });
 
 // Only paths of the agent area are followed after login, never another site.
-const safeRedirect = (path) => (typeof path === 'string' && /^\/agent\/[\w/-]*$/.test(path) ? path : '/agent/');
+const safeRedirect = (/** @type {unknown} */ path) =>
+  typeof path === 'string' && /^\/agent\/[\w/-]*$/.test(path) ? path : '/agent/';
 
 form.addEventListener('submit', async (event) => {
   event.preventDefault();

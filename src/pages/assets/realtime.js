@@ -1,4 +1,23 @@
+// @ts-check
 import { createParleyClient } from '/assets/vendor/parley-client.js';
+
+/**
+ * @typedef {import('/assets/vendor/parley-client.js').ChannelEvent} ChannelEvent
+ * @typedef {import('/assets/vendor/parley-client.js').ChannelSubscription} ChannelSubscription
+ * @typedef {(
+ *   | { state: 'connecting' | 'live' }
+ *   | { state: 'resubscribed', since: Record<string, string | null> }
+ *   | { state: 'reconnecting', attempt: number }
+ *   | { state: 'closed', code?: number, reason?: string }
+ * )} PageStatus
+ * @typedef {object} OpenChannelsOptions
+ * @property {string} url
+ * @property {import('/assets/vendor/parley-client.js').Identity} connectionParams
+ * @property {string[]} channels
+ * @property {(event: ChannelEvent) => void} onEvent
+ * @property {(status: PageStatus) => void} onStatus
+ * @property {(error: { channel: string, message: string, code?: string }) => void} [onError]
+ */
 
 /**
  * The pages' real-time channels, on the Parley client (client/index.js, served at
@@ -9,12 +28,16 @@ import { createParleyClient } from '/assets/vendor/parley-client.js';
  * channel to the position resumed after), `closed` (with `code`, then `reconnecting` with
  * `attempt`). `history.gap` reaches `onEvent` like any event (the pages reload their data on it).
  * `onError` receives `{channel, message, code}` when the server refuses a subscription.
+ * @param {OpenChannelsOptions} options
  */
 export function openChannels({ url, connectionParams, channels, onEvent, onStatus, onError }) {
   /** The open sockets, and a hold that keeps the next connection waiting (the drop hook below). */
+  /** @type {Set<WebSocket>} */
   const sockets = new Set();
+  /** @type {{ promise: Promise<void>, release: () => void } | undefined} */
   let hold;
   class PageWebSocket extends WebSocket {
+    /** @param {string | URL} address @param {string | string[]} [protocols] */
     constructor(address, protocols) {
       super(address, protocols);
       sockets.add(this);
@@ -22,6 +45,7 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
     }
   }
 
+  /** @type {Map<string, ChannelSubscription>} */
   const subscriptions = new Map();
   const client = createParleyClient({
     url,
@@ -36,6 +60,7 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
       if (status.state === 'connecting') onStatus({ state: 'connecting' });
       else if (status.state === 'connected' && !status.resumed) onStatus({ state: 'live' });
       else if (status.state === 'connected') {
+        /** @type {Record<string, string | null>} */
         const since = {};
         for (const [name, sub] of subscriptions) since[name] = sub.position() ?? null;
         onStatus({ state: 'resubscribed', since });
@@ -60,7 +85,9 @@ export function openChannels({ url, connectionParams, channels, onEvent, onStatu
     /** Test and debugging hook: closes the socket and keeps the next one waiting until `restoreSocket`. */
     dropSocket() {
       if (!hold) {
-        let release;
+        /** @type {() => void} */
+        let release = () => {};
+        /** @type {Promise<void>} */
         const promise = new Promise((resolve) => {
           release = resolve;
         });

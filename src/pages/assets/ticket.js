@@ -1,3 +1,4 @@
+// @ts-check
 import { byId, logout } from '/assets/api.js';
 
 byId('logout').addEventListener('click', () => logout());

@@ -25,15 +25,15 @@ const main = byId('main');
 const loadError = byId('load-error');
 const status = byId('connection-status');
 const feed = eventFeed(byId('event-feed'));
-const picker = /** @type {HTMLInputElement} */ (byId('attachment'));
+const picker = byId('attachment', HTMLInputElement);
 const result = byId('attachment-result');
-const progress = /** @type {HTMLProgressElement} */ (byId('upload-progress'));
+const progress = byId('upload-progress', HTMLProgressElement);
 const chatState = byId('chat-state');
-const input = /** @type {HTMLTextAreaElement} */ (byId('message-input'));
+const input = byId('message-input', HTMLTextAreaElement);
 const sendError = byId('send-error');
-const loadOlder = /** @type {HTMLButtonElement} */ (byId('load-older'));
-const closeButton = /** @type {HTMLButtonElement} */ (byId('close-chat'));
-const ratingForm = /** @type {HTMLFormElement} */ (byId('rating-form'));
+const loadOlder = byId('load-older', HTMLButtonElement);
+const closeButton = byId('close-chat', HTMLButtonElement);
+const ratingForm = byId('rating-form', HTMLFormElement);
 const ratingResult = byId('rating-result');
 const VISITOR_UNAUTHENTICATED = CODES.VISITOR_UNAUTHENTICATED;
 
@@ -143,7 +143,7 @@ async function start() {
       error instanceof TypeError ? 'The server could not be reached.' : String(/** @type {Error} */ (error).message),
     );
     byId('appkey-form').hidden = false;
-    /** @type {HTMLInputElement} */ (byId('appkey')).value = appkey;
+    byId('appkey', HTMLInputElement).value = appkey;
   } finally {
     main.setAttribute('aria-busy', 'false');
   }
@@ -154,7 +154,7 @@ function render({ visitor, setting: s }) {
   setting = s;
   document.title = `${s.appname} · Parley chat`;
   byId('merchant-name').textContent = s.appname;
-  setAvatar(/** @type {HTMLImageElement} */ (byId('visitor-avatar')), visitor.avatar);
+  setAvatar(byId('visitor-avatar', HTMLImageElement), visitor.avatar);
   byId('visitor-nickname').textContent = visitor.nickname;
   byId('visitor-lang').textContent = visitor.lang;
   byId('visitor-facts').replaceChildren(
@@ -440,7 +440,7 @@ input.addEventListener('input', () => notifier.input());
 input.addEventListener('keydown', (event) => {
   if (event.key === 'Enter' && !event.shiftKey) {
     event.preventDefault();
-    /** @type {HTMLFormElement} */ (byId('composer')).requestSubmit();
+    byId('composer', HTMLFormElement).requestSubmit();
   }
 });
 
@@ -470,11 +470,10 @@ function inviteRating(
 ratingForm.addEventListener('submit', async (event) => {
   event.preventDefault();
   /** @type {Record<string, unknown>} */
-  const fields = { score: Number(/** @type {HTMLSelectElement} */ (byId('rating-score')).value) };
+  const fields = { score: Number(byId('rating-score', HTMLSelectElement).value) };
   if (ratingConversation) fields.conversation_id = ratingConversation;
-  if (!byId('rating-resolved-label').hidden)
-    fields.resolved = /** @type {HTMLInputElement} */ (byId('rating-resolved')).checked;
-  const comment = /** @type {HTMLTextAreaElement} */ (byId('rating-comment')).value.trim();
+  if (!byId('rating-resolved-label').hidden) fields.resolved = byId('rating-resolved', HTMLInputElement).checked;
+  const comment = byId('rating-comment', HTMLTextAreaElement).value.trim();
   if (comment) fields.comment = comment;
   const { body } = await callJson('/visitor/chat/rate', { method: 'POST', json: fields, headers: auth });
   ratingResult.className = `message ${body.code === 0 ? 'success' : 'error'}`;

@@ -21,15 +21,15 @@ const status = byId('connection-status');
 const feed = eventFeed(byId('event-feed'));
 const chatState = byId('chat-state');
 const chatError = byId('chat-error');
-const input = /** @type {HTMLTextAreaElement} */ (byId('message-input'));
-const loadOlder = /** @type {HTMLButtonElement} */ (byId('load-older'));
-const claimButton = /** @type {HTMLButtonElement} */ (byId('claim-chat'));
-const transferButton = /** @type {HTMLButtonElement} */ (byId('transfer-chat'));
-const transferTarget = /** @type {HTMLSelectElement} */ (byId('transfer-target'));
-const closeButton = /** @type {HTMLButtonElement} */ (byId('close-chat'));
-const composer = /** @type {HTMLFormElement} */ (byId('composer'));
-const picker = /** @type {HTMLInputElement} */ (byId('attachment'));
-const progress = /** @type {HTMLProgressElement} */ (byId('upload-progress'));
+const input = byId('message-input', HTMLTextAreaElement);
+const loadOlder = byId('load-older', HTMLButtonElement);
+const claimButton = byId('claim-chat', HTMLButtonElement);
+const transferButton = byId('transfer-chat', HTMLButtonElement);
+const transferTarget = byId('transfer-target', HTMLSelectElement);
+const closeButton = byId('close-chat', HTMLButtonElement);
+const composer = byId('composer', HTMLFormElement);
+const picker = byId('attachment', HTMLInputElement);
+const progress = byId('upload-progress', HTMLProgressElement);
 const attachmentResult = byId('attachment-result');
 
 // Everything the page knows about the agent, merchant and capabilities comes from the last
@@ -157,7 +157,7 @@ function render(data) {
   const levelLabel = extensions?.account_level_options?.[agent.level] ?? agent.level;
   document.title = `${agent.nickname} · ${setting.appname} · Parley`;
   byId('merchant-name').textContent = setting.appname;
-  setAvatar(/** @type {HTMLImageElement} */ (byId('agent-avatar')), agent.avatar);
+  setAvatar(byId('agent-avatar', HTMLImageElement), agent.avatar);
   byId('agent-nickname').textContent = agent.nickname;
   renderState(agent.state);
   byId('agent-badge').hidden = false;
@@ -523,9 +523,6 @@ function connect(/** @type {any} */ data) {
       feed.note(`${channel}: ${message}`, 'error');
       load(); // not logged in any more → login page; otherwise the page carries on
     },
-    onComplete() {
-      load();
-    },
   });
 }
 
@@ -544,7 +541,7 @@ function handle(/** @type {ChannelEvent} */ event) {
     log.markReadByOther(data.conversation_id, data.seq);
   if (event.event === EVENTS.typing && data.sender_type === 'visitor' && open?.visitorId === data.visitor_id)
     typing.show(labels.visitor, data.typing === true);
-  if (event.event === EVENTS['conversation.closed'] && open?.visitorId === data.visitor_id) {
+  if (event.event === EVENTS['conversation.closed'] && open && open.visitorId === data.visitor_id) {
     open = { ...open, state: 'closed' };
     typing.show(labels.visitor, false);
   }
