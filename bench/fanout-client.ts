@@ -2,7 +2,8 @@ import WebSocket from 'ws';
 
 /**
  * Many lightweight subscribers in the runner process: a minimal graphql-transport-ws client
- * (init, one subscribe) or a raw socket for the floor, counting deliveries and their latency
+ * (init, one subscribe), a minimal Pusher-protocol client (one `pusher:subscribe`) or a raw
+ * socket for the floor, counting deliveries and their latency
  * (each benchmark event carries its publication time `t` in its data).
  */
 export interface Subscribers {
@@ -19,15 +20,20 @@ export async function connectSubscribers(opts: {
   count: number;
   /** graphql-ws protocol with this init payload and channel; absent: raw floor socket. */
   graphql?: { init: Record<string, unknown>; channel: string };
+  /** Pusher protocol (wsUrl is `…/app/{appkey}?protocol=7…`): subscribes to this channel; counts its `event` frames. */
+  pusher?: { channel: string; event: string };
   /** Where a frame carries its publication time (default: the fan-out events' `"t":<ms>`). */
   stamp?: RegExp;
 }): Promise<Subscribers> {
-  const stamp = opts.stamp ?? /"t":(\d+)/;
+  // A Pusher frame carries `data` as a JSON string: its quotes are escaped.
+  const stamp = opts.stamp ?? (opts.pusher ? /\\"t\\":(\d+)/ : /"t":(\d+)/);
+  const pusherEvent = opts.pusher && `{"event":${JSON.stringify(opts.pusher.event)},`;
   const subs: Subscribers = { deliveries: 0, latencies: [], recordLatency: false, close: () => {} };
   const sockets: WebSocket[] = [];
   const onMessage = (raw: WebSocket.RawData) => {
     const text = raw.toString();
     if (opts.graphql && !text.startsWith('{"id"')) return;
+    if (pusherEvent && !text.startsWith(pusherEvent)) return;
     subs.deliveries++;
     if (subs.recordLatency) {
       const t = Number(stamp.exec(text)?.[1]);
@@ -37,9 +43,26 @@ export async function connectSubscribers(opts: {
   const open = (): Promise<void> =>
     new Promise((resolve, reject) => {
       const ws = opts.graphql ? new WebSocket(opts.wsUrl, 'graphql-transport-ws') : new WebSocket(opts.wsUrl);
+      ws.once('close', (code, reason) => reject(new Error(`closed ${code} ${reason}`)));
       sockets.push(ws);
       ws.once('error', reject);
       ws.once('open', () => {
+        if (opts.pusher) {
+          const { channel } = opts.pusher;
+          ws.on('message', (raw) => {
+            const text = raw.toString();
+            if (text.includes('"pusher:connection_established"')) {
+              ws.send(JSON.stringify({ event: 'pusher:subscribe', data: { channel } }));
+            } else if (text.includes('"pusher_internal:subscription_succeeded"')) {
+              resolve();
+            } else if (text.includes('"pusher:subscription_error"')) {
+              reject(new Error(`not subscribed: ${text}`));
+            } else {
+              onMessage(raw);
+            }
+          });
+          return;
+        }
         if (!opts.graphql) {
           ws.on('message', onMessage);
           return resolve();

@@ -846,6 +846,45 @@ async function fanout(gateway: Proc, aliceToken: string) {
       );
     }
 
+    // 6p. Both real-time protocols on one channel of one instance: half the subscribers speak
+    // graphql-ws, half the Pusher protocol (issue 16); each must get each event exactly once.
+    {
+      const total = quick ? 500 : 2000;
+      const half = total / 2;
+      const wsBase = gateway.url.replace('http', 'ws');
+      const [gqlHalf, pusherHalf] = await Promise.all([
+        connectSubscribers({ wsUrl: `${wsBase}/graphql`, count: half, graphql: { init, channel: 'global-demo' } }),
+        connectSubscribers({
+          wsUrl: `${wsBase}/app/demo-appkey?protocol=7&token=${aliceToken}`,
+          count: half,
+          pusher: { channel: 'global-demo', event: 'bench' },
+        }),
+      ]);
+      await ready(gateway.url, [gqlHalf, pusherHalf], total);
+      const before = [gqlHalf.deliveries, pusherHalf.deliveries];
+      const mixed: number[] = [];
+      for (let round = 0; round < 3; round++) mixed.push(await burst(gateway.url, [gqlHalf, pusherHalf], total));
+      const each = [gqlHalf.deliveries - (before[0] as number), pusherHalf.deliveries - (before[1] as number)];
+      const exact = each.every((n) => n === 300 * half);
+      const steadyMixed = await steady(gateway.url, [gqlHalf, pusherHalf], quick ? 3 : 10);
+      gqlHalf.close();
+      pusherHalf.close();
+      await sleep(1000);
+      const graphqlOnly = median(results[total]?.gw ?? [1]);
+      rows.push([
+        `6p fan-out, ${half} Pusher + ${half} graphql-ws subscribers on one channel, one instance`,
+        `${fmt(median(mixed))} deliveries/s`,
+        `${fmt(graphqlOnly)} deliveries/s (scenario 6, ${total} graphql-ws subscribers)`,
+        `**${fmt(median(mixed) / graphqlOnly, 2)}×**`,
+        'each subscriber gets each event once',
+        exact ? 'met' : '**not met**',
+        `steady p50/p99 ${steadyMixed.p50} / ${steadyMixed.p99} ms`,
+        '',
+        `deliveries over 3 bursts of 100: graphql-ws ${each[0]}, Pusher ${each[1]} (expected ${300 * half} each)`,
+      ]);
+      log(`6p mixed ${half}+${half}: ${fmt(median(mixed))} deliveries/s, exact ${exact}, p99 ${steadyMixed.p99} ms`);
+    }
+
     // 7. Two instances through Redis: half the subscribers on each, publish on the first.
     const count = quick ? 500 : 2000;
     const halves = await Promise.all(
