@@ -9,8 +9,7 @@ import { limitServer, serverOptions } from './http/connections.js';
 import { graphqlCors } from './http/cors.js';
 import { refuseCrossSiteWrites } from './http/cross-site.js';
 import { API_PATHS, noStore } from './http/no-store.js';
-import { bearerToken } from './http/request.js';
-import { createSessionLayer, type SessionLayer } from './http/session.js';
+import { agentSessionUnlessBearer, createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
 import { countSockets, metricsGuard, requestObservability } from './observability/http.js';
 import { instrumentDeps } from './observability/instrument.js';
@@ -73,16 +72,16 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use('/metrics', metricsGuard(config));
   // The agent Session serves the REST endpoints and the pages under /agent alike.
   app.use('/agent', sessions.middleware);
-  app.use(mountRoutes(deps, endpoints));
+  const unlessBearer = agentSessionUnlessBearer(sessions);
+  app.use(mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer }));
   // Streamed multipart uploads and signed downloads (README "Attachments"); no body parser runs on them.
   app.use(attachmentRoutes(deps, storage, sessions));
   // A request with a visitor bearer token is a visitor (one identity per request): the agent
   // Session layer is not run for it, which spares it creating and hashing an unused Session.
-  const agentSession = express.Router().use(sessions.middleware);
   app.use(
     '/graphql',
     graphqlCors(config),
-    (req: Request, res: Response, next: NextFunction) => (bearerToken(req) ? next() : agentSession(req, res, next)),
+    unlessBearer,
     express.json({ limit: MAX_BODY }),
     cappedRawBody,
     (req: Request, res: Response) => {
@@ -99,6 +98,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
 
   const server = createServer(serverOptions(config.hardening), app);
   limitServer(server, config.hardening, { trustProxy: config.trustProxy });
+  // One connection core (identity, caps, re-checks) under every real-time transport.
   const connections = createConnectionCore(deps, sessions);
   const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections);
   const pusher = createPusherServer(deps, sessions, connections);

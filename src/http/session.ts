@@ -2,14 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { RedisStore } from 'connect-redis';
 import { sign, unsign } from 'cookie-signature';
-import type { Request, RequestHandler, Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import session, { MemoryStore, type SessionData, type Store } from 'express-session';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { badInput } from '../errors.js';
 import { CAPTCHA_TTL_SECONDS } from '../resolvers/captcha.js';
 import type { SessionPort, SessionState } from '../resolvers/session.js';
-import { queryOf, singleHeader } from './request.js';
+import { bearerToken, queryOf, singleHeader } from './request.js';
 
 declare module 'express-session' {
   interface SessionData extends SessionState {}
@@ -305,4 +305,13 @@ export function requestSessionPort(req: Request): SessionPort {
     destroy: () =>
       req.session ? promisify((cb: (err?: unknown) => void) => req.session.destroy(cb))() : Promise.resolve(),
   };
+}
+
+/**
+ * The agent Session layer for paths either identity may call: skipped for a request with a
+ * visitor bearer (one identity per request; it also spares creating an unused Session).
+ */
+export function agentSessionUnlessBearer(sessions: Pick<SessionLayer, 'middleware'>): RequestHandler {
+  const agentSession = express.Router().use(sessions.middleware);
+  return (req, res, next) => (bearerToken(req) ? next() : agentSession(req, res, next));
 }

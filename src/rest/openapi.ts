@@ -55,18 +55,20 @@ const securityOf: Record<AnyRoute['identity'], Record<string, string[]>[] | unde
   agent: agentSecurity,
   visitor: [{ visitorBearer: [] }],
   internal: [{ internalBearer: [] }],
+  participant: [{ visitorBearer: [] }, ...agentSecurity],
 };
 
 /** The answers every endpoint of an identity may give besides its success. */
 function errorResponses(route: AnyRoute): Record<string, string> {
   const errors: Record<string, string> = {};
   if (route.input) errors['400'] = 'Invalid input (code 1000); `msg` names the field.';
-  if (route.identity === 'visitor') errors['401'] = 'Visitor token missing, invalid or expired (1401).';
+  if (route.identity === 'visitor' || route.identity === 'participant')
+    errors['401'] = 'Visitor token missing, invalid or expired (1401).';
   if (route.identity === 'agent') errors['403'] = 'ticket_agent on an online-reception endpoint (1403).';
   if (route.identity === 'internal') errors['403'] = 'Missing or wrong internal token (1403).';
   // What a visitor or agent addresses (a conversation, a visitor, an attachment) may not exist
   // for it — another merchant's included, without telling which.
-  if (route.input && (route.identity === 'agent' || route.identity === 'visitor')) errors['404'] = 'Not found (1404).';
+  if (route.input && ['agent', 'visitor', 'participant'].includes(route.identity)) errors['404'] = 'Not found (1404).';
   errors['405'] = 'The path exists with another method (1405); see `Allow`.';
   if (route.method === 'post') errors['413'] = `Body larger than ${MAX_BODY} (1413).`;
   errors['429'] = 'Rate-limited (1429); see Retry-After.';

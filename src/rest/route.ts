@@ -28,11 +28,19 @@ extendZodWithOpenApi(z);
  * - `session`: anyone, with the browser's (pre-login) agent Session, e.g. captchas and login;
  * - `agent`: a logged-in agent (Session cookie, `token` header or `?token=`), else code -1;
  * - `visitor`: `Authorization: Bearer <visitor token>`, else 1401;
- * - `internal`: `Authorization: Bearer <INTERNAL_API_TOKEN>`, else 1403.
+ * - `internal`: `Authorization: Bearer <INTERNAL_API_TOKEN>`, else 1403;
+ * - `participant`: a visitor bearer, else the agent Session, else nobody (`viewer` undefined):
+ *   for endpoints either side calls (attachment downloads, Pusher channel authorization).
  */
-export type Identity = 'public' | 'session' | 'agent' | 'visitor' | 'internal';
+export type Identity = 'public' | 'session' | 'agent' | 'visitor' | 'internal' | 'participant';
 
-type ViewerOf<I extends Identity> = I extends 'agent' ? AgentViewer : I extends 'visitor' ? VisitorViewer : undefined;
+type ViewerOf<I extends Identity> = I extends 'agent'
+  ? AgentViewer
+  : I extends 'visitor'
+    ? VisitorViewer
+    : I extends 'participant'
+      ? AgentViewer | VisitorViewer | undefined
+      : undefined;
 
 /** How a POST body may be encoded. `multipart` bodies are left unread for the handler to stream. */
 export type BodyEncoding = 'form' | 'json' | 'multipart';
@@ -118,6 +126,11 @@ async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<
       return requireAgent(deps, requestSessionPort(req));
     case 'visitor':
       return requireVisitor(deps, bearerToken(req));
+    case 'participant': {
+      const token = bearerToken(req);
+      if (token) return requireVisitor(deps, token);
+      return req.session?.agent ? requireAgent(deps, requestSessionPort(req)) : undefined;
+    }
     case 'internal':
       if (!internalTokenMatches(bearerToken(req), deps.config.internalApiToken)) {
         throw new DomainError('FORBIDDEN', 'A valid internal API token is required');
@@ -164,11 +177,15 @@ function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
 }
 
 /**
- * Mounts the declared endpoints. The agent Session middleware runs before this router (it
- * serves the agent pages too). A declared path called with another method answers 405 with
+ * Mounts the declared endpoints. The agent Session middleware runs before this router on
+ * /agent (it serves the agent pages too), and here for `participant` endpoints without a bearer. A declared path called with another method answers 405 with
  * `Allow`, as an envelope.
  */
-export function mountRoutes(deps: Deps, routes: readonly AnyRoute[]): Router {
+export function mountRoutes(
+  deps: Deps,
+  routes: readonly AnyRoute[],
+  opts: { agentSessionUnlessBearer: RequestHandler },
+): Router {
   const router = Router();
   const methodsByPath = new Map<string, Set<string>>();
   for (const route of routes) {
@@ -176,7 +193,9 @@ export function mountRoutes(deps: Deps, routes: readonly AnyRoute[]): Router {
     const parsers = encodingsOf(route)
       .map((e) => bodyParsers[e])
       .filter((p): p is RequestHandler => p !== undefined);
-    router[route.method](route.path, ...parsers, handlerOf(deps, route));
+    // Under /agent the Session middleware already ran (app.ts); elsewhere a participant's runs here.
+    const session = route.identity === 'participant' ? [opts.agentSessionUnlessBearer] : [];
+    router[route.method](route.path, ...session, ...parsers, handlerOf(deps, route));
     const methods = methodsByPath.get(route.path) ?? new Set();
     methods.add(route.method.toUpperCase());
     if (route.method === 'get') methods.add('HEAD');
