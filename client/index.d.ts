@@ -39,6 +39,9 @@
  * @property {number} [initialRetryDelayMs] First reconnect delay in ms (500 by default), doubled
  *   after each failed attempt up to maxRetryDelayMs, with jitter; back to it once connected.
  * @property {number} [maxRetryDelayMs] The longest reconnect delay in ms (15000 by default).
+ * @property {number} [keepAliveMs] How often the client pings the server (20000 by default; 0: never).
+ *   A socket whose pong does not come back within `keepAliveMs` is closed (4408) and replaced:
+ *   a silently dead connection (a phone changing networks, a NAT forgetting it) is noticed.
  *
  * @typedef {object} ParleyClient
  * @property {(channel: string, handlers: ChannelHandlers, options?: { since?: string }) => ChannelSubscription} subscribe
@@ -158,6 +161,12 @@ export type ParleyClientOptions = {
      * The longest reconnect delay in ms (15000 by default).
      */
     maxRetryDelayMs?: number | undefined;
+    /**
+     * How often the client pings the server (20000 by default; 0: never).
+     * A socket whose pong does not come back within `keepAliveMs` is closed (4408) and replaced:
+     * a silently dead connection (a phone changing networks, a NAT forgetting it) is noticed.
+     */
+    keepAliveMs?: number | undefined;
 };
 export type ParleyClient = {
     /**

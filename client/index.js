@@ -66,6 +66,9 @@ const FATAL = new Set([4400, 4409, 1007, 1009]);
  * @property {number} [initialRetryDelayMs] First reconnect delay in ms (500 by default), doubled
  *   after each failed attempt up to maxRetryDelayMs, with jitter; back to it once connected.
  * @property {number} [maxRetryDelayMs] The longest reconnect delay in ms (15000 by default).
+ * @property {number} [keepAliveMs] How often the client pings the server (20000 by default; 0: never).
+ *   A socket whose pong does not come back within `keepAliveMs` is closed (4408) and replaced:
+ *   a silently dead connection (a phone changing networks, a NAT forgetting it) is noticed.
  *
  * @typedef {object} ParleyClient
  * @property {(channel: string, handlers: ChannelHandlers, options?: { since?: string }) => ChannelSubscription} subscribe
@@ -98,6 +101,7 @@ export function comparePositions(a, b) {
 export function createParleyClient(options) {
   const initialDelay = options.initialRetryDelayMs ?? 500;
   const maxDelay = options.maxRetryDelayMs ?? 15_000;
+  const keepAlive = options.keepAliveMs ?? 20_000;
   const status = options.onStatus ?? (() => {});
 
   /**
@@ -119,6 +123,10 @@ export function createParleyClient(options) {
   function connect() {
     if (stopped || socketClient) return;
     status({ state: 'connecting' });
+    /** @type {WebSocket | undefined} */
+    let socket;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let pongDeadline;
     const client = createClient({
       url: options.url,
       connectionParams: async () => ({ ...(await options.identity()) }),
@@ -126,13 +134,32 @@ export function createParleyClient(options) {
       lazy: false,
       onNonLazyError: () => {}, // reported by `closed` below
       ...(options.webSocketImpl ? { webSocketImpl: options.webSocketImpl } : {}),
+      keepAlive,
       on: {
+        opened: (opened) => {
+          socket = /** @type {WebSocket} */ (opened);
+        },
+        // Our ping unanswered within keepAlive: the connection is dead without having said so.
+        ping: (received) => {
+          if (received || pongDeadline) return;
+          pongDeadline = setTimeout(() => {
+            if (socket?.readyState === 1) socket.close(4408, 'Pong timeout');
+          }, keepAlive);
+        },
+        pong: (received) => {
+          if (!received) return;
+          clearTimeout(pongDeadline);
+          pongDeadline = undefined;
+        },
         connected: () => {
           attempt = 0;
           status({ state: 'connected', resumed: connectedOnce });
           connectedOnce = true;
         },
-        closed: (event) => onSocketClosed(client, closeInfo(event)),
+        closed: (event) => {
+          clearTimeout(pongDeadline);
+          onSocketClosed(client, closeInfo(event));
+        },
       },
     });
     socketClient = client;

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 import { type ChannelEvent, createParleyClient, type Identity, type ParleyClient } from '../client/index.js';
 import { agentSession, HttpClient, visitorToken } from './support/clients.js';
 import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp, type TestStores } from './support/test-app.js';
@@ -10,11 +10,15 @@ import { eventually } from './support/ws.js';
 
 /** Every WebSocket the client opened, so a test can cut the network under it. */
 const sockets = new Set<WebSocket>();
+let pongsReceived = 0;
 class RecordedWebSocket extends WebSocket {
   constructor(address: string, protocols?: string | string[]) {
     super(address, protocols);
     sockets.add(this);
     this.on('close', () => sockets.delete(this));
+    this.on('message', (data) => {
+      if ((JSON.parse(String(data)) as { type: string }).type === 'pong') pongsReceived += 1;
+    });
   }
 }
 /** Drops every open socket without a close handshake, as a network failure would. */
@@ -153,6 +157,28 @@ describe('client/: resume after socket drops, exactly once', () => {
   });
 });
 
+describe('client/: keep-alive against the gateway', () => {
+  it("the gateway answers the client's pings: the connection is kept", async () => {
+    const t = await startTestApp();
+    apps.push(t);
+    const { token } = await agentSession(t.url, 'alice');
+    const states: string[] = [];
+    const c = createParleyClient({
+      url: t.wsUrl,
+      identity: () => ({ appkey: 'demo-appkey', token }),
+      webSocketImpl: RecordedWebSocket,
+      keepAliveMs: 100,
+      onStatus: (s) => states.push(s.state),
+    });
+    clients.push(c);
+    const sub = c.subscribe('agent-a_alice', { onEvent: () => {} });
+    await eventually(() => sub.position() !== undefined, 'subscribed');
+    const before = pongsReceived;
+    await eventually(() => pongsReceived >= before + 5, 'five pongs');
+    expect(states).toEqual(['connecting', 'connected']);
+  }, 120_000);
+});
+
 describe('client/: a server restart under the client', () => {
   it('reconnects after refused connections, refreshes the identity when told it is gone, and loses nothing', async () => {
     const stores: TestStores = await freshStores();
@@ -202,4 +228,67 @@ describe('client/: a server restart under the client', () => {
     apps.splice(apps.indexOf(restarted), 1);
     await stores.drop();
   }, 120_000);
+});
+
+describe('client/: a connection that died silently', () => {
+  /** A graphql-transport-ws server that acknowledges, then answers pings only when told to. */
+  async function silentServer(answerPings: boolean) {
+    const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise((resolve) => server.once('listening', resolve));
+    let connections = 0;
+    let pongs = 0;
+    server.on('connection', (socket) => {
+      connections += 1;
+      socket.on('message', (raw) => {
+        const message = JSON.parse(String(raw)) as { type: string };
+        if (message.type === 'connection_init') socket.send(JSON.stringify({ type: 'connection_ack' }));
+        if (message.type === 'ping' && answerPings) {
+          pongs += 1;
+          socket.send(JSON.stringify({ type: 'pong' }));
+        }
+      });
+    });
+    const { port } = server.address() as { port: number };
+    return {
+      url: `ws://127.0.0.1:${port}/graphql`,
+      connections: () => connections,
+      pongs: () => pongs,
+      close: () => new Promise((resolve) => server.close(resolve)),
+    };
+  }
+
+  it('is noticed by an unanswered ping and replaced by a new connection', async () => {
+    const server = await silentServer(false);
+    const states: string[] = [];
+    const c = createParleyClient({
+      url: server.url,
+      identity: () => ({ appkey: 'demo-appkey' }),
+      webSocketImpl: WebSocket,
+      keepAliveMs: 150,
+      initialRetryDelayMs: 20,
+      onStatus: (s) => states.push(s.state === 'reconnecting' ? `reconnecting:${s.close?.code}` : s.state),
+    });
+    clients.push(c);
+    c.subscribe('agent-a_alice', { onEvent: () => {} });
+    await eventually(() => server.connections() >= 2, 'a second connection');
+    expect(states).toContain('reconnecting:4408');
+    await c.close();
+    await server.close();
+  });
+
+  it('a connection whose pongs come back is kept', async () => {
+    const server = await silentServer(true);
+    const c = createParleyClient({
+      url: server.url,
+      identity: () => ({ appkey: 'demo-appkey' }),
+      webSocketImpl: WebSocket,
+      keepAliveMs: 100,
+    });
+    clients.push(c);
+    c.subscribe('agent-a_alice', { onEvent: () => {} });
+    await eventually(() => server.pongs() >= 4, 'four pings answered');
+    expect(server.connections()).toBe(1);
+    await c.close();
+    await server.close();
+  });
 });
