@@ -126,6 +126,15 @@ describe('REST: a whole conversation, legacy envelopes', () => {
     const bob = await agentSession(t.url, 'bob');
     const foreign = await bob.client.json(`/agent/message/list?visitor_id=${v.uid}`);
     expect(foreign.body.code).toBe(1404);
+    expect((await bob.client.json(`/agent/chat/get?visitor_id=${v.uid}`)).body.code).toBe(1404);
+    const own = await v.client.json('/visitor/chat/get', { headers: v.headers });
+    expect(own.body).toMatchObject({ code: 0, data: { visitor_id: v.uid, closed_at: null } });
+    const fresh = await newVisitor();
+    expect((await fresh.client.json('/visitor/chat/get', { headers: fresh.headers })).body).toEqual({
+      code: 0,
+      msg: 'ok',
+      data: null,
+    });
     const bad = await v.client.json('/visitor/message/send', {
       method: 'POST',
       json: { content: 'no key' },

@@ -23,6 +23,7 @@ import {
   claimConversation,
   closeConversation,
   listConversations,
+  loadConversation,
   pinConversation,
   rateConversation,
   transferConversation,
@@ -264,6 +265,21 @@ export const chatEndpoints: AnyRoute[] = [
     },
   }),
   jsonRoute({
+    method: 'get',
+    path: '/visitor/chat/get',
+    identity: 'visitor',
+    tag: 'Chat (visitor)',
+    summary: 'The visitor’s conversation',
+    description:
+      'Its open conversation, else its latest; null before the first (state, agent, queue position, unread).',
+    output: conversationData.nullable(),
+    example: exampleConversation,
+    async handle({ deps, viewer }) {
+      const c = await loadConversation(deps, viewer);
+      return c && legacyConversation(c);
+    },
+  }),
+  jsonRoute({
     method: 'post',
     path: '/visitor/chat/close',
     identity: 'visitor',
@@ -313,6 +329,21 @@ export const chatEndpoints: AnyRoute[] = [
       },
     }),
   ),
+  jsonRoute({
+    method: 'get',
+    path: '/agent/chat/get',
+    identity: 'agent',
+    tag: 'Chat (agent)',
+    summary: 'A visitor’s conversation',
+    description: 'The open conversation of the visitor, else its latest; null before the first.',
+    input: agentConversationInput,
+    output: conversationData.nullable(),
+    example: exampleConversation,
+    async handle({ deps, viewer, input }) {
+      const c = await loadConversation(deps, viewer, input);
+      return c && legacyConversation(c);
+    },
+  }),
   jsonRoute({
     method: 'post',
     path: '/agent/chat/transfer',
