@@ -52,11 +52,11 @@ describeInBrowser('visitor chat page in a real browser', () => {
     const channel = (await page.locator('#visitor-channel').textContent()) ?? '';
     expect(channel).toMatch(/^visitor-/);
     await waitForSubscription(page, t, channel);
-    const first = await publish(t, channel, 'message.new', { from: 'agent', text: 'Hello, how can I help?' });
+    const first = await publish(t, channel, 'note.hello', { from: 'agent', text: 'Hello, how can I help?' });
     const item = page.locator(`#event-feed li[data-event-id="${first.id}"]`);
     await item.waitFor();
     expect(await item.textContent()).toContain('Hello, how can I help?');
-    const second = await publish(t, channel, 'agent.typing', { typing: true });
+    const second = await publish(t, channel, 'note.typing', { typing: true });
     await page.locator(`#event-feed li[data-event-id="${second.id}"]`).waitFor();
     await screenshot(page, 'visitor-chat');
     expect(tab.problems).toEqual([]);
@@ -64,6 +64,7 @@ describeInBrowser('visitor chat page in a real browser', () => {
 
   it('the attachment picker rejects a file over upload_limits before anything is sent', async () => {
     await t.app.deps.db.update(merchants).set({ fileMaxBytes: 1024 }).where(eq(merchants.bid, 'demo'));
+    t.app.deps.configCache.invalidate(); // the bootstrap reads the merchant through the configuration cache
     try {
       await openChat();
       expect(await page.locator('#upload-limits').textContent()).toContain('1.0 KB');
@@ -83,17 +84,22 @@ describeInBrowser('visitor chat page in a real browser', () => {
       expect(await page.getByLabel('Attach a file').inputValue()).toBe('');
       await screenshot(page, 'visitor-attachment-rejected');
 
+      // The oversized file was refused in the page: no upload left it.
+      expect(sent.filter((r) => r.includes('/upload'))).toEqual([]);
       await page.getByLabel('Attach a file').setInputFiles({
         name: 'note.txt',
         mimeType: 'text/plain',
         buffer: Buffer.from('small enough'),
       });
-      await page.waitForSelector('#attachment-result[data-verdict="accepted"]');
-      expect(await result.textContent()).toContain('nothing was sent');
-      expect(sent).toEqual([]); // validation happens in the page: no request left it
+      // A file within the limits is uploaded for real, then sent as a message.
+      await page.waitForSelector('#attachment-result[data-verdict="sent"]');
+      expect(await result.textContent()).toBe('note.txt was sent.');
+      expect(sent).toContain(`POST ${t.url}/visitor/upload`);
+      expect(await page.locator('#messages a.attachment-link.file').textContent()).toContain('note.txt');
       expect(tab.problems).toEqual([]);
     } finally {
       await t.app.deps.db.update(merchants).set({ fileMaxBytes: 20971520 }).where(eq(merchants.bid, 'demo'));
+      t.app.deps.configCache.invalidate();
     }
   });
 
@@ -104,6 +110,7 @@ describeInBrowser('visitor chat page in a real browser', () => {
       .update(merchants)
       .set({ switches: { ...switches, upload_img: 'off' } })
       .where(eq(merchants.bid, 'demo'));
+    t.app.deps.configCache.invalidate();
     try {
       await openChat();
       await page.getByLabel('Attach a file').setInputFiles({
@@ -115,6 +122,7 @@ describeInBrowser('visitor chat page in a real browser', () => {
       expect(await page.locator('#attachment-result').textContent()).toContain('does not accept image uploads');
     } finally {
       await t.app.deps.db.update(merchants).set({ switches }).where(eq(merchants.bid, 'demo'));
+      t.app.deps.configCache.invalidate();
     }
   });
 
