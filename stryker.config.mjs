@@ -1,0 +1,22 @@
+// @ts-check
+/**
+ * Mutation testing of the domain rules (`npm run mutation`): Stryker mutates src/resolvers/ and
+ * the event bus, and runs the fast domain-level tests (vitest.domain.config.ts) against each
+ * mutant. Too slow for CI; run it before resolving a change to the rules. The JSON report goes
+ * to reports/mutation/mutation.json (not committed).
+ * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
+ */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'vitest.domain.config.ts' },
+  mutate: ['src/resolvers/**/*.ts', 'src/stores/bus.ts'],
+  coverageAnalysis: 'perTest',
+  reporters: ['clear-text', 'progress', 'json'],
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  // This machine has two cores, shared.
+  concurrency: 2,
+  timeoutMS: 30_000,
+  tempDirName: '.stryker-tmp',
+  ignorePatterns: ['.data', 'dist', 'reports', 'coverage', 'test-results', '.scratch', 'bench', 'examples'],
+  cleanTempDir: 'always',
+};

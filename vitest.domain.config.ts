@@ -1,0 +1,20 @@
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.js';
+
+/**
+ * The fast domain-level tests: no HTTP server, real stores through test/support/deps.ts (or the
+ * bus itself). `npm run mutation` runs Stryker over src/resolvers/ and src/stores/bus.ts with
+ * these; `npx vitest run -c vitest.domain.config.ts` runs them alone.
+ */
+export const DOMAIN_TESTS = [
+  'test/domain-*.test.ts',
+  'test/domain/**/*.test.ts',
+  'test/chat-conversations.test.ts',
+  'test/chat-messages.test.ts',
+  'test/bus.test.ts',
+  'test/session-end-watch.test.ts',
+  'test/shared-results.test.ts',
+];
+
+// Spread, not mergeConfig: that would append these globs to the base's `test/**/*.test.ts`.
+export default defineConfig({ ...base, test: { ...base.test, include: DOMAIN_TESTS } });
