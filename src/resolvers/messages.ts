@@ -132,49 +132,61 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown):
   if (viewer.kind === 'visitor' && !(await openConversation(deps.db, viewer.merchantId, visitorId)))
     await assignAgent(deps, viewer);
 
-  const result = await deps.db.transaction(async (tx) => {
-    // The row lock orders concurrent sends of the conversation, on every instance.
-    const ctx = await openConversation(tx, viewer.merchantId, visitorId, { lock: true });
-    if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
-    const [again] = await tx
-      .select({ m: messages })
-      .from(messages)
-      .where(
-        and(
-          eq(messages.conversationId, ctx.conversation.id),
-          eq(messages.senderType, who.type),
-          eq(messages.senderId, who.id),
-          eq(messages.clientMsgId, input.clientMsgId),
-        ),
-      )
-      .limit(1);
-    if (again) return { kind: 'stored' as const, row: again.m, ctx };
-    if (viewer.kind === 'agent') {
-      if (ctx.conversation.state !== 'active')
-        throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
-      if (ctx.conversation.agentId !== viewer.agentId)
-        throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
-    }
-    let attachment: AttachmentView | null = null;
-    // A finished upload of this sender and merchant, of this kind; marked referenced (attachments.ts).
-    if (input.attachmentId)
-      attachment = await claimAttachmentForMessage(
-        deps,
-        tx as unknown as Db,
-        uploaderOf(viewer),
-        input.attachmentId,
-        input.type as Exclude<typeof input.type, 'text'>,
-      );
-    const message = await appendMessage(deps, tx, ctx, {
-      senderType: who.type,
-      senderId: who.id,
-      clientMsgId: input.clientMsgId,
-      type: input.type,
-      content: input.content,
-      attachment,
+  const store = () =>
+    deps.db.transaction(async (tx) => {
+      // The row lock orders concurrent sends of the conversation, on every instance.
+      const ctx = await openConversation(tx, viewer.merchantId, visitorId, { lock: true });
+      if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
+      const [again] = await tx
+        .select({ m: messages })
+        .from(messages)
+        .where(
+          and(
+            eq(messages.conversationId, ctx.conversation.id),
+            eq(messages.senderType, who.type),
+            eq(messages.senderId, who.id),
+            eq(messages.clientMsgId, input.clientMsgId),
+          ),
+        )
+        .limit(1);
+      if (again) return { kind: 'stored' as const, row: again.m, ctx };
+      if (viewer.kind === 'agent') {
+        if (ctx.conversation.state !== 'active')
+          throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
+        if (ctx.conversation.agentId !== viewer.agentId)
+          throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
+      }
+      let attachment: AttachmentView | null = null;
+      // A finished upload of this sender and merchant, of this kind; marked referenced (attachments.ts).
+      if (input.attachmentId)
+        attachment = await claimAttachmentForMessage(
+          deps,
+          tx as unknown as Db,
+          uploaderOf(viewer),
+          input.attachmentId,
+          input.type as Exclude<typeof input.type, 'text'>,
+        );
+      const message = await appendMessage(deps, tx, ctx, {
+        senderType: who.type,
+        senderId: who.id,
+        clientMsgId: input.clientMsgId,
+        type: input.type,
+        content: input.content,
+        attachment,
+      });
+      return { kind: 'new' as const, message, ctx };
     });
-    return { kind: 'new' as const, message, ctx };
-  });
+  let result: Awaited<ReturnType<typeof store>>;
+  try {
+    result = await store();
+  } catch (error) {
+    // The visitor's conversation closed between the check and the lock (its agent, the idle
+    // sweep): the message starts a new one, as any write after a close does.
+    if (!(viewer.kind === 'visitor' && error instanceof DomainError && error.code === 'CONVERSATION_CLOSED'))
+      throw error;
+    await assignAgent(deps, viewer);
+    result = await store();
+  }
   if (result.kind === 'stored') {
     const { row } = result;
     const [a] = row.attachmentId
