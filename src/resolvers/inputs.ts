@@ -15,8 +15,8 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: as above
 const NO_CONTROL = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$/;
-// biome-ignore lint/suspicious/noControlCharactersInRegex: as above
 const NOT_BLANK =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: as above
   /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*[^\s\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f][^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]*$/;
 
 /** Messages that name the rule a value broke (one pattern may carry two rules). */
