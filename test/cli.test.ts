@@ -126,6 +126,29 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     expect(again.err).toMatch(/already taken/);
   });
 
+  it('merchant:set changes a switch and an upload limit: the next visitor bootstrap answers them', async () => {
+    const merchant = await cli(t, 'merchant:create', '--bid', 'shop2', '--name', 'Shop Two');
+    const issued = await cli(t, 'visitor-token:issue', '--appkey', merchant.json.appkey);
+    const setting = async () =>
+      (
+        await new HttpClient(t.url).json('/visitor/data/get', {
+          headers: { authorization: `Bearer ${issued.json.token}` },
+        })
+      ).body.data.setting;
+    expect((await setting()).emoji).toBeUndefined(); // not configured
+    const set = await cli(t, 'merchant:set', '--bid', 'shop2', '--key', 'emoji', '--value', 'on');
+    expect(set).toMatchObject({ code: 0, json: { bid: 'shop2', key: 'emoji', value: 'on', settingsVersion: 2 } });
+    expect((await cli(t, 'merchant:set', '--bid', 'shop2', '--key', 'file_max_bytes', '--value', '5000000')).code).toBe(
+      0,
+    );
+    const after = await setting();
+    expect(after.emoji).toBe('on');
+    expect(after.upload_limits.file_max_bytes).toBe(5000000);
+    const bad = await cli(t, 'merchant:set', '--bid', 'shop2', '--key', 'emoji', '--value', 'yes');
+    expect(bad.code).toBe(1);
+    expect(bad.err).toMatch(/emoji must be on, off or unset/);
+  });
+
   it('agent:create prints a generated password the agent logs in with', async () => {
     await cli(t, 'merchant:create', '--bid', 'shop2', '--name', 'Shop Two');
     const agent = await cli(t, 'agent:create', '--bid', 'shop2', '--username', 'carol', '--nickname', 'Carol');
