@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachments, conversations, eventOutbox, messages } from '../src/db/schema.js';
 import { DomainError } from '../src/errors.js';
 import { newId } from '../src/ids.js';
+import { createChatService } from '../src/resolvers/chat-service.js';
 import {
   assignAgent,
   claimConversation,
@@ -414,6 +415,31 @@ describe('Publish after commit (the outbox)', () => {
     expect(feed.of('message.created')[0]?.data).toMatchObject({ message: { id: sent.message.id, seq: 2 } });
     expect(await deps.db.select().from(eventOutbox).where(eq(eventOutbox.channel, visitor.channel))).toEqual([]);
     feed.stop();
+  });
+
+  it('the chat service of an instance publishes what a failed writer left, by itself', async () => {
+    const { visitor } = await chat();
+    const feed = recordEvents(deps, [visitor.channel]);
+    await feed.ready;
+    const publish = deps.bus.publish;
+    deps.bus.publish = async () => {
+      throw new Error('Connection is closed');
+    };
+    let seq: number;
+    try {
+      seq = (await sendMessage(deps, visitor, { clientMsgId: 's1', content: 'left behind' })).message.seq;
+    } finally {
+      deps.bus.publish = publish;
+    }
+    const service = createChatService(deps, { outboxDrainMs: 50, idleSweepMs: 60_000, queueRetryMs: 60_000 });
+    service.start();
+    try {
+      await eventually(() => feed.of('message.created').length === 1, 'the drained event');
+      expect(feed.of('message.created')[0]?.data).toMatchObject({ message: { seq } });
+    } finally {
+      await service.stop();
+      feed.stop();
+    }
   });
 
   it('system messages are messages: assigned, transferred, closed and rated read as the conversation happened', async () => {
