@@ -17,8 +17,14 @@ import {
   type Uploader,
   uploaderOf,
 } from '../resolvers/attachments.js';
-import type { AttachmentView } from '../resolvers/event-catalog.js';
-import { requireAgent, requireOnlineReception, requireVisitor } from '../resolvers/viewer.js';
+import { type AttachmentView, toAttachmentWire } from '../resolvers/event-catalog.js';
+import {
+  type AgentViewer,
+  requireAgent,
+  requireOnlineReception,
+  requireVisitor,
+  type VisitorViewer,
+} from '../resolvers/viewer.js';
 import type { ObjectStorage } from '../stores/storage/index.js';
 import { sendError, sendOk } from './envelope.js';
 
@@ -34,69 +40,84 @@ import { sendError, sendOk } from './envelope.js';
  */
 export function attachmentRoutes(deps: Deps, storage: ObjectStorage, sessions: SessionLayer): Router {
   const router = express.Router();
-  const log = deps.log;
 
   router.post('/visitor/upload', (req, res) =>
-    upload(deps, storage, req, res, async () => uploaderOf(await requireVisitor(deps, bearerToken(req)))),
+    streamUpload(deps, storage, req, res, async () => uploaderOf(await requireVisitor(deps, bearerToken(req)))),
   );
   // The app runs the agent Session middleware on every /agent path already.
   router.post('/agent/upload', (req: Request, res: Response) =>
-    upload(deps, storage, req, res, async () =>
+    streamUpload(deps, storage, req, res, async () =>
       uploaderOf(requireOnlineReception(await requireAgent(deps, requestSessionPort(req)))),
     ),
   );
 
-  const download = (variant: AttachmentVariant) => async (req: Request, res: Response) => {
-    try {
-      const id = String(req.params.id ?? '');
-      if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw new DomainError('NOT_FOUND', 'No such attachment');
-      const query = queryOf(req);
-      const row = await authorizeDownload(deps, {
-        id,
-        variant,
-        expires: query.get('expires') ?? undefined,
-        sig: query.get('sig') ?? undefined,
-        viewer: () => downloadViewer(deps, sessions, req, res),
-      });
-      const key = variant === 'file' ? row.storageKey : row.thumbnailKey;
-      if (!key) throw new DomainError('NOT_FOUND', 'No such attachment');
-      const mime = variant === 'file' ? row.mime : 'image/webp';
-      const size = variant === 'file' ? row.size : undefined;
-      const range = size === undefined ? undefined : parseRange(req.headers.range, size);
-      if (range === 'unsatisfiable') {
-        res.status(416).setHeader('Content-Range', `bytes */${size}`).end();
-        return;
-      }
-      const body = await storage.get(key, range);
-      if (!body) throw new DomainError('NOT_FOUND', 'No such attachment');
-      res.setHeader('Content-Type', mime);
-      res.setHeader('X-Content-Type-Options', 'nosniff');
-      // Whatever it is, it never runs as a page of our origin (an HTML or SVG file opened directly).
-      res.setHeader('Content-Security-Policy', "default-src 'none'; sandbox");
-      res.setHeader('Cache-Control', 'private, max-age=300');
-      const inline = variant === 'thumbnail' || rendersInline(row);
-      res.setHeader('Content-Disposition', `${inline ? 'inline' : 'attachment'}; ${dispositionName(row.name)}`);
-      if (size !== undefined) res.setHeader('Accept-Ranges', 'bytes');
-      if (range && size !== undefined) {
-        res.status(206);
-        res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
-        res.setHeader('Content-Length', String(range.end - range.start + 1));
-      } else if (size !== undefined) {
-        res.setHeader('Content-Length', String(size));
-      }
-      if (req.method === 'HEAD') {
-        body.destroy();
-        res.end();
-        return;
-      }
-      await pipeline(body, res).catch(() => body.destroy());
-    } catch (error) {
-      sendError(res, error, log);
-    }
-  };
+  const download = (variant: AttachmentVariant) => (req: Request, res: Response) =>
+    serveAttachment(deps, storage, req, res, variant, () => downloadViewer(deps, sessions, req, res));
   router.get('/attachments/:id', download('file'));
   router.get('/attachments/:id/thumbnail', download('thumbnail'));
   return router;
+}
+
+/**
+ * Answers `GET /attachments/:id` (variant `file`) or `/attachments/:id/thumbnail`: authorized by
+ * a valid signature or by `viewer` (resolved only when the URL is not validly signed); writes
+ * the bytes, or a range of them, with the safe headers; any refusal is a 404 envelope.
+ * For a route declaration: `handle: (ctx) => serveAttachment(ctx.deps, storage, ctx.req, ctx.res, 'file', async () => ctx.viewer)`.
+ */
+export async function serveAttachment(
+  deps: Deps,
+  storage: ObjectStorage,
+  req: Request,
+  res: Response,
+  variant: AttachmentVariant,
+  viewer: () => Promise<VisitorViewer | AgentViewer | undefined>,
+): Promise<void> {
+  try {
+    const id = String(req.params.id ?? '');
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw new DomainError('NOT_FOUND', 'No such attachment');
+    const query = queryOf(req);
+    const row = await authorizeDownload(deps, {
+      id,
+      variant,
+      expires: query.get('expires') ?? undefined,
+      sig: query.get('sig') ?? undefined,
+      viewer,
+    });
+    const key = variant === 'file' ? row.storageKey : row.thumbnailKey;
+    if (!key) throw new DomainError('NOT_FOUND', 'No such attachment');
+    const mime = variant === 'file' ? row.mime : 'image/webp';
+    const size = variant === 'file' ? row.size : undefined;
+    const range = size === undefined ? undefined : parseRange(req.headers.range, size);
+    if (range === 'unsatisfiable') {
+      res.status(416).setHeader('Content-Range', `bytes */${size}`).end();
+      return;
+    }
+    const body = await storage.get(key, range);
+    if (!body) throw new DomainError('NOT_FOUND', 'No such attachment');
+    res.setHeader('Content-Type', mime);
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    // Whatever it is, it never runs as a page of our origin (an HTML or SVG file opened directly).
+    res.setHeader('Content-Security-Policy', "default-src 'none'; sandbox");
+    res.setHeader('Cache-Control', 'private, max-age=300');
+    const inline = variant === 'thumbnail' || rendersInline(row);
+    res.setHeader('Content-Disposition', `${inline ? 'inline' : 'attachment'}; ${dispositionName(row.name)}`);
+    if (size !== undefined) res.setHeader('Accept-Ranges', 'bytes');
+    if (range && size !== undefined) {
+      res.status(206);
+      res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
+      res.setHeader('Content-Length', String(range.end - range.start + 1));
+    } else if (size !== undefined) {
+      res.setHeader('Content-Length', String(size));
+    }
+    if (req.method === 'HEAD') {
+      body.destroy();
+      res.end();
+      return;
+    }
+    await pipeline(body, res).catch(() => body.destroy());
+  } catch (error) {
+    sendError(res, error, deps.log);
+  }
 }
 
 /** The identity of a download without a valid signature: a visitor bearer, else an agent Session. */
@@ -155,25 +176,18 @@ const kindOf = (value: string | null | undefined) => {
   return value as (typeof ATTACHMENT_KINDS)[number];
 };
 
-/** The upload's envelope `data`. */
-const uploadData = (a: AttachmentView) => ({
-  attachment_id: a.attachmentId,
-  kind: a.kind,
-  mime: a.mime,
-  size: a.size,
-  name: a.name,
-  url: a.url,
-  thumbnail_url: a.thumbnailUrl,
-});
-
 /** How long a refused upload's remaining bytes are discarded before the connection is closed. */
 const LINGER_MS = 5000;
 
 /**
- * Streams one multipart upload into the domain. A refusal is answered at once and the
- * connection closed, so the rest of a large body is not read.
+ * Answers `POST /visitor/upload` and `POST /agent/upload`: `identify` gives the uploader (its
+ * refusal is answered like any other), then the multipart body streams into the domain; the
+ * answer's `data` has the shape of `attachmentWire` (src/resolvers/event-catalog.ts). A refusal
+ * is answered at once and the rest of a large body is not read. For a route declaration
+ * (encodings `['multipart']`, a raw route since it answers by itself):
+ * `handle: (ctx) => streamUpload(ctx.deps, storage, ctx.req, ctx.res, async () => uploaderOf(ctx.viewer))`.
  */
-async function upload(
+export async function streamUpload(
   deps: Deps,
   storage: ObjectStorage,
   req: Request,
@@ -259,7 +273,7 @@ async function upload(
       req.pipe(parser);
     });
     answered = true;
-    sendOk(res, uploadData(result));
+    sendOk(res, toAttachmentWire(result));
   } catch (error) {
     // A client that went away gets no answer (there is no one to read it).
     if (req.socket.destroyed) return;
