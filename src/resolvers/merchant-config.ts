@@ -146,6 +146,17 @@ export function createMerchantConfigCache(deps: Pick<Deps, 'db' | 'bus' | 'log' 
     else if (event === 'history.gap') clearAll();
   };
 
+  /** Listens again after a pause, and keeps trying while the bus refuses (until `stop()`). */
+  function scheduleRetry(previous: AbortController) {
+    retry = setTimeout(() => {
+      if (abort !== previous) return; // stopped, or started afresh
+      listen().catch(() => {
+        if (abort && !abort.signal.aborted) scheduleRetry(abort);
+      });
+    }, RESUBSCRIBE_MS);
+    retry.unref?.();
+  }
+
   /** Subscribes; resolves when live (after the `subscribed` event), then consumes in the background. */
   function listen(): Promise<void> {
     const controller = new AbortController();
@@ -174,12 +185,7 @@ export function createMerchantConfigCache(deps: Pick<Deps, 'db' | 'bus' | 'log' 
           // Not listening means not caching: whatever is kept may miss a change.
           listening = false;
           clearAll();
-          if (live && !controller.signal.aborted) {
-            retry = setTimeout(() => {
-              listen().catch(() => {});
-            }, RESUBSCRIBE_MS);
-            retry.unref?.();
-          }
+          if (live && !controller.signal.aborted) scheduleRetry(controller);
           if (!live) resolve();
         }
       })();
