@@ -19,6 +19,9 @@ const restoreSocket = (page: Page) => page.evaluate(() => (window as unknown as 
 const live = (page: Page) =>
   page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
 
+/** Polls a condition of the pages (they change on their own, through the socket) for up to 20 s. */
+const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
+
 /** The texts of the chat log, oldest first (pending and stored messages alike). */
 const texts = (page: Page) => page.locator('#messages li .message-text').allTextContents();
 
@@ -80,30 +83,30 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       await openWorkbench();
       const uid = await openVisitor();
       const state = visitor.locator('#chat-state');
-      await expect.poll(() => state.getAttribute('data-state')).toBe('queued');
+      await poll(() => state.getAttribute('data-state')).toBe('queued');
       expect(await state.textContent()).toContain('position 1');
 
       // The workbench's queue updates live; Alice claims the conversation.
       const queued = agent.locator(`#queue-list li[data-uid="${uid}"]`);
       await queued.waitFor();
       await queued.getByRole('button', { name: 'Claim' }).click();
-      await expect.poll(() => state.getAttribute('data-state')).toBe('active');
+      await poll(() => state.getAttribute('data-state')).toBe('active');
       expect(await state.textContent()).toBe('Chatting with Alice');
       await agent.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
       await agent.locator(`#conversation-list li[data-uid="${uid}"]`).waitFor();
 
       // Typing, then the visitor's message; the agent has the conversation open, so it reads it.
       await visitor.locator('#message-input').pressSequentially('Hello');
-      await expect.poll(() => agent.locator('#typing').textContent()).toMatch(/is typing/);
+      await poll(() => agent.locator('#typing').textContent()).toMatch(/is typing/);
       await visitor.getByRole('button', { name: 'Send', exact: true }).click();
       const fromVisitor = agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Hello' });
       await fromVisitor.waitFor();
-      await expect.poll(() => agent.locator('#typing').isHidden()).toBe(true);
+      await poll(() => agent.locator('#typing').isHidden()).toBe(true);
       // The agent's read receipt reaches the visitor.
       await visitor.locator('#messages li.mine[data-read="true"]', { hasText: 'Hello' }).waitFor();
 
       await agent.locator('#message-input').pressSequentially('Hi');
-      await expect.poll(() => visitor.locator('#typing').textContent()).toBe('Alice is typing…');
+      await poll(() => visitor.locator('#typing').textContent()).toBe('Alice is typing…');
       await agent.locator('#message-input').fill('Hi! How can I help?');
       await agent.getByRole('button', { name: 'Send', exact: true }).click();
       await visitor.locator('#messages li[data-sender="agent"]', { hasText: 'Hi! How can I help?' }).waitFor();
@@ -145,13 +148,13 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       // Back to the queue (Alice is over her capacity, so it stays there), and claimed again.
       await agent.locator('#transfer-target').selectOption('');
       await agent.getByRole('button', { name: 'Transfer' }).click();
-      await expect.poll(() => state.getAttribute('data-state')).toBe('queued');
+      await poll(() => state.getAttribute('data-state')).toBe('queued');
       await agent.locator(`#queue-list li[data-uid="${uid}"]`).getByRole('button', { name: 'Claim' }).click();
-      await expect.poll(() => state.getAttribute('data-state')).toBe('active');
+      await poll(() => state.getAttribute('data-state')).toBe('active');
 
       // The agent closes; the visitor is invited to rate, and rates once.
       await agent.getByRole('button', { name: 'Close the conversation' }).click();
-      await expect.poll(() => state.getAttribute('data-state')).toBe('closed');
+      await poll(() => state.getAttribute('data-state')).toBe('closed');
       await agent.waitForSelector('#chat-state[data-state="closed"]', { state: 'attached' });
       await visitor.locator('#rating-form').waitFor();
       await visitor.getByLabel('Rating').selectOption('4');
@@ -168,11 +171,45 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   );
 
   it(
+    'a send whose answer is lost is retried with the same client_msg_id: the message exists once; the unread count updates live',
+    async () => {
+      await openWorkbench();
+      const uid = await openVisitor();
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      const item = agent.locator(`#conversation-list li[data-uid="${uid}"]`);
+      await item.waitFor();
+      // The first send reaches the server and is stored, but its answer never reaches the page.
+      const keys: string[] = [];
+      await visitor.route('**/visitor/message/send', async (route) => {
+        keys.push(JSON.parse(route.request().postData() ?? '{}').client_msg_id);
+        if (keys.length > 1) return route.continue();
+        await route.fetch();
+        return route.abort('connectionreset');
+      });
+      await say(visitor, 'Sent on a weak network');
+      await visitor.locator('#messages li[data-message-id]', { hasText: 'Sent on a weak network' }).waitFor();
+      // The event may show the stored message first; the page still retries (the same key) until it has an answer.
+      await poll(async () => keys.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(keys).size).toBe(1);
+      await poll(() => visitor.locator('#messages li[data-pending]').count()).toBe(0);
+      // Not open on the workbench yet: one unread message there, read when opened.
+      await poll(() => item.locator('.badge.unread').allTextContents()).toEqual(['1']);
+      await item.locator('.conversation-open').click();
+      await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Sent on a weak network' }).waitFor();
+      await poll(() => item.locator('.badge.unread').count()).toBe(0);
+      expect(await visitor.locator('#messages li', { hasText: 'Sent on a weak network' }).count()).toBe(1);
+      expect(await agent.locator('#messages li', { hasText: 'Sent on a weak network' }).count()).toBe(1);
+      expect(agentTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
     'scrolling back through history fetches the older page with before',
     async () => {
       await openWorkbench();
       await openVisitor();
-      await expect.poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
       // 35 messages sent by the visitor's own token, then the page is reloaded: it shows the newest 30.
       await visitor.evaluate(async () => {
         const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
@@ -201,7 +238,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
     async () => {
       await openWorkbench();
       const uid = await openVisitor();
-      await expect.poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
       await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
       await agent.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
 
@@ -258,9 +295,9 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
         await visitor
           .getByLabel('Attach a file')
           .setInputFiles({ name: 'off.png', mimeType: 'image/png', buffer: await png(8, 8) });
-        await expect
-          .poll(() => visitor.locator('#attachment-result').textContent())
-          .toContain('off.png was refused: Uploads of kind image are switched off for this merchant (upload_img)');
+        await poll(() => visitor.locator('#attachment-result').textContent()).toContain(
+          'off.png was refused: Uploads of kind image are switched off for this merchant (upload_img)',
+        );
         expect(await visitor.locator('#messages img.attachment-thumb').count()).toBe(1);
       } finally {
         await t.app.deps.db.update(merchants).set({ switches, imageMaxBytes }).where(eq(merchants.bid, 'demo'));

@@ -28,9 +28,11 @@ export const newClientMsgId = () =>
  * A chat log in a `role="log"` list. `self` is the sender type whose messages are "mine"
  * (`visitor` or `agent`); `readBy` the seq up to which the other side has read.
  * @param {HTMLElement} list
- * @param {{ self: 'visitor' | 'agent', labels: { visitor: string, agent: string }, loadAttachment?: AttachmentLoader }} options
+ * `onRetry` is offered a message that was not sent, when its Retry button is pressed.
+ * @param {{ self: 'visitor' | 'agent', labels: { visitor: string, agent: string }, loadAttachment?: AttachmentLoader,
+ *   onRetry?: (pending: Pending) => void }} options
  */
-export function messageLog(list, { self, labels, loadAttachment }) {
+export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
   /** @type {Map<string, Message>} by message id */
   const byId = new Map();
   /** @type {Map<string, Pending>} by client_msg_id, until the stored message is known */
@@ -103,7 +105,16 @@ export function messageLog(list, { self, labels, loadAttachment }) {
         className: 'message-meta',
         text: p.state === 'sending' ? 'Sending…' : `Not sent: ${p.error ?? 'failed'}`,
       }),
+      // A retry reuses the client_msg_id: if the first attempt was stored after all, it is returned, not repeated.
+      p.state === 'failed' && onRetry
+        ? el('button', { type: 'button', className: 'link-button retry', 'data-retry': p.clientMsgId, text: 'Retry' })
+        : null,
     );
+  list.addEventListener('click', (event) => {
+    const button = event.target instanceof Element ? event.target.closest('[data-retry]') : null;
+    const p = button instanceof HTMLElement ? pending.get(button.dataset.retry ?? '') : undefined;
+    if (p && onRetry) onRetry(p);
+  });
 
   return {
     /** Adds or updates messages (a history page, an event, a send answer); duplicates are ignored. */

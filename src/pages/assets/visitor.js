@@ -75,6 +75,7 @@ const log = messageLog(byId('messages'), {
   self: 'visitor',
   labels,
   loadAttachment: bearerAttachmentLoader(() => auth),
+  onRetry: (p) => void send({ content: p.content }, p.clientMsgId),
 });
 const typing = typingIndicator(byId('typing'));
 const notifier = typingNotifier((on) =>
@@ -404,9 +405,9 @@ function subscribe(/** @type {any} */ data, /** @type {string} */ token) {
  * Sends one message exactly once (its client_msg_id is reused by every retry); the stored
  * message replaces the pending one, and its answer tells whether a new conversation started.
  * @param {{ content?: string, type?: string, attachment_id?: string }} fields
+ * @param {string} [clientMsgId] given when a message that was not sent is retried
  */
-async function send(fields) {
-  const clientMsgId = newClientMsgId();
+async function send(fields, clientMsgId = newClientMsgId()) {
   if (!fields.attachment_id) log.setPending({ clientMsgId, content: fields.content ?? '', state: 'sending' });
   /** @type {Record<string, string>} */
   const body = { client_msg_id: clientMsgId };

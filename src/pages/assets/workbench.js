@@ -53,7 +53,11 @@ let olderCursor = null;
 const agentsOnline = new Map();
 
 const labels = { visitor: 'Visitor', agent: 'Agent' };
-const log = messageLog(byId('messages'), { self: 'agent', labels });
+const log = messageLog(byId('messages'), {
+  self: 'agent',
+  labels,
+  onRetry: (p) => void send({ content: p.content }, p.clientMsgId),
+});
 const typing = typingIndicator(byId('typing'));
 const notifier = typingNotifier((on) =>
   open
@@ -397,10 +401,10 @@ document.addEventListener('visibilitychange', markReadSoon);
 /**
  * Sends one reply exactly once (the same client_msg_id on every retry).
  * @param {{ content?: string, type?: string, attachment_id?: string }} fields
+ * @param {string} [clientMsgId] given when a message that was not sent is retried
  */
-async function send(fields) {
+async function send(fields, clientMsgId = newClientMsgId()) {
   if (!open) return { code: CODES.NOT_FOUND, msg: 'No conversation is open.', data: [] };
-  const clientMsgId = newClientMsgId();
   if (!fields.attachment_id) log.setPending({ clientMsgId, content: fields.content ?? '', state: 'sending' });
   /** @type {Record<string, string>} */
   const body = { visitor_id: open.visitorId, client_msg_id: clientMsgId };
