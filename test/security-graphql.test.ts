@@ -144,5 +144,4 @@ describe('graphql: production switches of the gateway as buildApp wires it', () 
     const dev = await post(development, '{ agentWorkbenc { agent { agentId } } }');
     expect(JSON.stringify(dev.errors)).toMatch(/did you mean/i);
   });
-
 });
