@@ -41,8 +41,11 @@ export function limitServer(server: Server, limits: ServerLimits, opts: { trustP
     const address = socket.remoteAddress ?? 'unknown';
     const n = open.get(address) ?? 0;
     if (n >= cap) {
+      // Read nothing from it (the HTTP parser never sees a request), answer, and close.
+      socket.pause();
       socket.end(
         'HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n',
+        () => socket.destroy(),
       );
       return;
     }
