@@ -205,6 +205,44 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   );
 
   it(
+    'a message.created lost on the way (a seq jump) is fetched with after: nothing is missing, in order',
+    async () => {
+      await openWorkbench();
+      // The visitor page's socket passes through here; one message.created frame never reaches the page.
+      let dropped = 0;
+      await visitor.routeWebSocket(/\/graphql$/, (ws) => {
+        const server = ws.connectToServer();
+        server.onMessage((frame) => {
+          if (typeof frame === 'string' && frame.includes('message.created') && frame.includes('Lost on the way')) {
+            dropped += 1;
+            return;
+          }
+          ws.send(frame);
+        });
+      });
+      const uid = await openVisitor();
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+      await agent.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
+      await say(agent, 'Lost on the way');
+      await poll(async () => dropped).toBe(1);
+      expect(await visitor.locator('#messages li', { hasText: 'Lost on the way' }).count()).toBe(0);
+      const lists: string[] = [];
+      visitor.on('request', (request) => {
+        if (request.url().includes('/visitor/message/list')) lists.push(new URL(request.url()).search);
+      });
+      await say(agent, 'Arrives and shows the jump');
+      await visitor.locator('#messages li', { hasText: 'Arrives and shows the jump' }).waitFor();
+      await visitor.locator('#messages li', { hasText: 'Lost on the way' }).waitFor();
+      const lines = (await texts(visitor)).filter((x) => x === 'Lost on the way' || x === 'Arrives and shows the jump');
+      expect(lines).toEqual(['Lost on the way', 'Arrives and shows the jump']);
+      expect(lists.some((q) => /[?&]after=\d+/.test(q))).toBe(true);
+      expect(visitorTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
     'scrolling back through history fetches the older page with before',
     async () => {
       await openWorkbench();
