@@ -24,7 +24,6 @@ import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
 import { MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
-import { createObjectStorage } from './stores/storage/index.js';
 import { createConnectionCore } from './subscriptions/connection.js';
 import { createPusherServer, PUSHER_PATH } from './subscriptions/pusher.js';
 import { PUSHER_AUTH_PATH, pusherAuthRoute } from './subscriptions/pusher-auth.js';
@@ -56,7 +55,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   const yoga = createGraphQLServer(deps);
   // The chat's background work (outbox drain, idle close, queue retry): started with the server.
   const chat = createChatService(deps);
-  const storage = createObjectStorage(config.attachments);
+  const { storage } = deps;
   let attachmentCleanup: { stop(): Promise<void> } | undefined;
 
   const app = express();
@@ -147,7 +146,6 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
         clearTimeout(timer);
         await chat.stop();
         await attachmentCleanup?.stop();
-        await storage.close();
         await deps.close();
       })();
       return stopping;

@@ -11,6 +11,7 @@ import { type KeyValueStore, memoryKeyValueStore, redisKeyValueStore } from './s
 import { memoryPresenceStore, type PresenceStore, redisPresenceStore } from './stores/presence-store.js';
 import { type RateLimiterFactory, rateLimiterFactory } from './stores/rate-limits.js';
 import { connectRedis, redisReady } from './stores/redis.js';
+import { createObjectStorage, type ObjectStorage } from './stores/storage/index.js';
 
 /** Everything the domain layer (src/resolvers/) works with, passed in rather than imported. */
 export interface Deps {
@@ -35,6 +36,8 @@ export interface Deps {
    * (src/resolvers/merchant-config.ts); caches only once started by the app.
    */
   configCache: MerchantConfigCache;
+  /** Where attachment bytes live: a local directory or an S3-compatible bucket (README "Attachments"). */
+  storage: ObjectStorage;
   now: () => number;
 }
 
@@ -73,11 +76,13 @@ export async function buildDeps(config: Config, log: Logger): Promise<Deps & { c
     log,
     metrics: createMetrics({ enabled: config.metricsEnabled }),
     now: Date.now,
+    storage: createObjectStorage(config.attachments),
     realtime: undefined as unknown as RealtimeService, // set below: the service reads these deps
     configCache: undefined as unknown as MerchantConfigCache, // set below, likewise
     async close() {
       await deps.realtime.stop();
       await deps.configCache.stop();
+      await deps.storage.close();
       await bus.close();
       subscriber?.disconnect();
       redis?.disconnect();
