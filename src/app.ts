@@ -26,7 +26,6 @@ import { MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
 import { createConnectionCore } from './subscriptions/connection.js';
 import { createPusherServer, PUSHER_PATH } from './subscriptions/pusher.js';
-import { PUSHER_AUTH_PATH, pusherAuthRoute } from './subscriptions/pusher-auth.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
 
 /** Bodies larger than this are refused with 413 before they are parsed. */
@@ -89,8 +88,6 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   );
   // Matched after the hot API paths, so those traverse as few layers as possible.
   app.use(openApiDocsPages(config, endpoints));
-  // The Pusher channel authorization endpoint (interim: to be folded into the REST declarations).
-  app.post(PUSHER_AUTH_PATH, pusherAuthRoute(deps, sessions));
   app.use(pageRoutes(deps));
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));

@@ -4,6 +4,7 @@ import { chatEndpoints } from './chat.js';
 import { operationsEndpoints } from './health.js';
 import { internalEndpoints } from './internal.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { pusherEndpoints } from './pusher.js';
 import { type AnyRoute, rawRoute } from './route.js';
 import { visitorEndpoints } from './visitor.js';
 
@@ -16,6 +17,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...visitorEndpoints,
   ...chatEndpoints,
   ...internalEndpoints,
+  ...pusherEndpoints,
   ...operationsEndpoints,
   rawRoute({
     method: 'get',

@@ -4,7 +4,7 @@ import express, { type Request, type RequestHandler, type Response, Router } fro
 import { z } from 'zod';
 import type { Config } from '../config.js';
 import type { Deps } from '../deps.js';
-import { DomainError } from '../errors.js';
+import { classifyError, DomainError } from '../errors.js';
 import { bearerToken } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
 import { parseInput } from '../resolvers/inputs.js';
@@ -93,6 +93,8 @@ export interface RawRoute<I extends Identity, S extends z.ZodTypeAny | undefined
   /** What it answers on success; `schema` documents (and tests check) a JSON answer. */
   raw: { contentType: string; description: string; schema?: z.ZodTypeAny; statuses?: number[] };
   requestExample?: S extends z.ZodTypeAny ? z.input<S> : never;
+  /** Answers a refusal in the endpoint's own protocol (default: the envelope). */
+  onError?: (res: Response, error: DomainError) => void;
   handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<void>;
 }
 
@@ -171,7 +173,14 @@ function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
       const data = await route.handle(ctx as never);
       if (!res.headersSent) sendOk(res, data, route.msg ?? 'ok', route.status ?? 200);
     } catch (error) {
-      sendError(res, error, deps.log);
+      if (isRaw(route) && route.onError && !res.headersSent) {
+        const domain = classifyError(error);
+        if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE')
+          deps.log.error({ err: error }, domain.message);
+        route.onError(res, domain);
+      } else {
+        sendError(res, error, deps.log);
+      }
     }
   };
 }
