@@ -33,6 +33,8 @@ COPY --chown=node:node drizzle ./drizzle
 COPY --from=build --chown=node:node /app/dist ./dist
 # The real-time client the pages load (served from client/index.js).
 COPY --chown=node:node client/index.js ./client/index.js
+# Attachments (ATTACHMENTS_DIR): the local driver's files and every upload's scratch directory.
+RUN mkdir -p /app/.data/attachments && chown -R node:node /app/.data
 USER node
 EXPOSE 3000
 # Liveness: GET /healthz answers while the process serves HTTP (readiness is GET /readyz).
