@@ -120,7 +120,7 @@ describe('graphql: production switches of the gateway as buildApp wires it', () 
       startTestApp({ config: { env: 'production', demoSeed: false } }),
       startTestApp({ config: { env: 'development' } }),
     ]);
-  });
+  }, 180_000); // two gateways started at once: slow on a loaded machine
   afterAll(async () => {
     await Promise.all([production?.stop(), development?.stop()]);
   });
