@@ -187,27 +187,31 @@ describe('Assignment (the spec step 2)', () => {
     expect(total).toEqual([5, 5, 5]);
   });
 
-  it('two instances assigning at once (shared database and stores) never exceed a capacity and assign each conversation once', async () => {
-    const other = await secondInstance();
-    if (!other) return; // PGlite is one process: see the real-services run
-    try {
-      const m = await f.merchant({ maxConcurrentChats: 3 });
-      const agents = [await f.agent(m), await f.agent(m)];
-      for (const a of agents) await f.online(a);
-      const visitors = [];
-      for (let i = 0; i < 12; i++) visitors.push(await f.visitor(m));
-      const results = await Promise.all(visitors.map((v, i) => assignAgent(i % 2 ? other : deps, v)));
-      expect(results.filter((r) => r.state === 'active')).toHaveLength(6);
-      for (const a of agents) expect(await activeCount(a.agentId)).toBe(3);
-      const assignedMessages = await deps.db
-        .select({ id: messages.id })
-        .from(messages)
-        .where(and(eq(messages.merchantId, m.merchantId), eq(messages.senderType, 'system')));
-      expect(assignedMessages).toHaveLength(6);
-    } finally {
-      await other.close();
-    }
-  });
+  // Two instances need a database both can open: PostgreSQL (PGlite is one process).
+  it.runIf(process.env.DATABASE_URL)(
+    'two instances assigning at once (shared database and stores) never exceed a capacity and assign each conversation once',
+    async () => {
+      const other = await secondInstance();
+      if (!other) throw new Error('a second instance needs DATABASE_URL');
+      try {
+        const m = await f.merchant({ maxConcurrentChats: 3 });
+        const agents = [await f.agent(m), await f.agent(m)];
+        for (const a of agents) await f.online(a);
+        const visitors = [];
+        for (let i = 0; i < 12; i++) visitors.push(await f.visitor(m));
+        const results = await Promise.all(visitors.map((v, i) => assignAgent(i % 2 ? other : deps, v)));
+        expect(results.filter((r) => r.state === 'active')).toHaveLength(6);
+        for (const a of agents) expect(await activeCount(a.agentId)).toBe(3);
+        const assignedMessages = await deps.db
+          .select({ id: messages.id })
+          .from(messages)
+          .where(and(eq(messages.merchantId, m.merchantId), eq(messages.senderType, 'system')));
+        expect(assignedMessages).toHaveLength(6);
+      } finally {
+        await other.close();
+      }
+    },
+  );
 
   it('the queue drains when an agent comes online, oldest first, under its capacity', async () => {
     const m = await f.merchant({ maxConcurrentChats: 2 });

@@ -110,27 +110,31 @@ describe('Sending: exactly once, strictly ordered', () => {
     feed.stop();
   });
 
-  it('the same client_msg_id sent on two instances sharing the stores → one message', async () => {
-    const other = await secondInstance();
-    if (!other) return; // PGlite is one process: there is no second instance to race (see the real-services run)
-    try {
-      const { agent, visitor } = await chat();
-      const results = await Promise.all(
-        Array.from({ length: 10 }, (_, i) =>
-          sendMessage(i % 2 ? other : deps, agent, {
-            visitorId: visitor.visitorId,
-            clientMsgId: 'twice',
-            content: 'hi',
-          }),
-        ),
-      );
-      expect(new Set(results.map((r) => r.message.id)).size).toBe(1);
-      const page = await listMessages(deps, visitor);
-      expect(page.messages.filter((m) => m.clientMsgId === 'twice')).toHaveLength(1);
-    } finally {
-      await other.close();
-    }
-  });
+  // Two instances need a database both can open: PostgreSQL (PGlite is one process).
+  it.runIf(process.env.DATABASE_URL)(
+    'the same client_msg_id sent on two instances sharing the stores → one message',
+    async () => {
+      const other = await secondInstance();
+      if (!other) throw new Error('a second instance needs DATABASE_URL');
+      try {
+        const { agent, visitor } = await chat();
+        const results = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            sendMessage(i % 2 ? other : deps, agent, {
+              visitorId: visitor.visitorId,
+              clientMsgId: 'twice',
+              content: 'hi',
+            }),
+          ),
+        );
+        expect(new Set(results.map((r) => r.message.id)).size).toBe(1);
+        const page = await listMessages(deps, visitor);
+        expect(page.messages.filter((m) => m.clientMsgId === 'twice')).toHaveLength(1);
+      } finally {
+        await other.close();
+      }
+    },
+  );
 
   it('the answer is the stored message: server id, seq, time; nothing else in the conversation changes on a retry', async () => {
     const { visitor } = await chat();
