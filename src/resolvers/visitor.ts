@@ -47,22 +47,17 @@ export interface VisitorBootstrap {
   };
 }
 
-const visitorOf = preparedQuery((db) =>
+/**
+ * The visitor and its stored attribute values in one statement: one row per value (one row with
+ * a null key when it has none). The merchant's definitions come from the configuration cache.
+ */
+const visitorWithValues = preparedQuery((db) =>
   db
-    .select()
+    .select({ visitor: visitors, key: visitorAttributes.key, value: visitorAttributes.value })
     .from(visitors)
+    .leftJoin(visitorAttributes, eq(visitorAttributes.visitorId, visitors.id))
     .where(and(eq(visitors.id, sql.placeholder('visitorId')), eq(visitors.merchantId, sql.placeholder('merchantId'))))
-    .limit(1)
-    .prepare('visitor_of'),
-);
-
-/** The visitor's stored attribute values (the merchant's definitions come from the configuration cache). */
-const attributeValuesOf = preparedQuery((db) =>
-  db
-    .select({ key: visitorAttributes.key, value: visitorAttributes.value })
-    .from(visitorAttributes)
-    .where(eq(visitorAttributes.visitorId, sql.placeholder('visitorId')))
-    .prepare('visitor_attribute_values_of'),
+    .prepare('visitor_with_values'),
 );
 
 /**
@@ -75,17 +70,17 @@ export async function loadVisitorBootstrap(
   opts: { wsAddress: string },
 ): Promise<VisitorBootstrap> {
   // The visitor's own rows from the database; the merchant's configuration from memory.
-  const [[visitor], values, config] = await Promise.all([
-    visitorOf(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
-    attributeValuesOf(deps.db).execute({ visitorId: viewer.visitorId }),
+  const [rows, config] = await Promise.all([
+    visitorWithValues(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
     merchantConfig(deps, viewer.merchantId),
   ]);
+  const visitor = rows[0]?.visitor;
   if (!visitor || !config)
     throw new DomainError('VISITOR_UNAUTHENTICATED', 'Visitor not found: get a new visitor token');
   const { merchant } = config;
   const s = merchant.switches;
   // The configured attributes the visitor has a value for, in the definitions' display order.
-  const stored = new Map(values.map((v) => [v.key, v.value]));
+  const stored = new Map(rows.flatMap((r) => (r.key === null ? [] : [[r.key, r.value] as const])));
 
   void announceOnline(deps, merchant.bid, visitor);
 
