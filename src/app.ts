@@ -18,7 +18,7 @@ import { securityHeaders } from './pages/security-headers.js';
 import { startAttachmentCleanup } from './resolvers/attachments.js';
 import { createChatService } from './resolvers/chat-service.js';
 import { loadDemoDataIfEmpty } from './resolvers/demo.js';
-import { attachmentRoutes, isStreamingUpload } from './rest/attachments.js';
+import { isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
@@ -72,8 +72,6 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use('/agent', sessions.middleware);
   const unlessBearer = agentSessionUnlessBearer(sessions);
   app.use(mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer }));
-  // Streamed multipart uploads and signed downloads (README "Attachments"); no body parser runs on them.
-  app.use(attachmentRoutes(deps, storage, sessions));
   // A request with a visitor bearer token is a visitor (one identity per request): the agent
   // Session layer is not run for it, which spares it creating and hashing an unused Session.
   app.use(

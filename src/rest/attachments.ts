@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import busboy from 'busboy';
-import express, { type Request, type Response, type Router } from 'express';
+import type { Request, Response } from 'express';
+import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { bearerToken, queryOf } from '../http/request.js';
@@ -17,7 +18,7 @@ import {
   type Uploader,
   uploaderOf,
 } from '../resolvers/attachments.js';
-import { type AttachmentView, toAttachmentWire } from '../resolvers/event-catalog.js';
+import { type AttachmentView, attachmentWire, toAttachmentWire } from '../resolvers/event-catalog.js';
 import {
   type AgentViewer,
   requireAgent,
@@ -27,6 +28,7 @@ import {
 } from '../resolvers/viewer.js';
 import type { ObjectStorage } from '../stores/storage/index.js';
 import { sendError, sendOk } from './envelope.js';
+import { type AnyRoute, rawRoute } from './route.js';
 
 /**
  * Attachments over HTTP (README "Attachments"):
@@ -38,25 +40,49 @@ import { sendError, sendOk } from './envelope.js';
  *   image, audio or video; byte ranges.
  * Bodies are streamed: no body parser runs on these paths.
  */
-export function attachmentRoutes(deps: Deps, storage: ObjectStorage, sessions: SessionLayer): Router {
-  const router = express.Router();
+const uploadAnswer = z.object({ code: z.literal(0), msg: z.string(), data: attachmentWire }).strict();
+const upload = (identity: 'visitor' | 'agent', path: string) =>
+  rawRoute({
+    method: 'post',
+    path,
+    identity,
+    tag: 'Attachments',
+    summary: identity === 'visitor' ? 'Upload an attachment (visitor)' : 'Upload an attachment (agent)',
+    description:
+      '`multipart/form-data` with the file in field `file` and an optional `kind` (`image`, `file`, `video`, `voice`; a field before the file or a query parameter), else derived from the bytes. Enforced from the merchant’s own switches and limits (the bootstrap’s), refused as soon as the limit is passed; the type is decided from the bytes. Then send a message with its `attachment_id`.',
+    encodings: ['multipart'],
+    raw: { contentType: 'application/json', description: 'The stored attachment (envelope).', schema: uploadAnswer },
+    errors: {
+      400: 'Not multipart, no field `file`, an unknown kind, or a type not accepted (1000).',
+      403: 'The kind’s switch is off (1403), or a ticket agent.',
+    },
+    onError: ({ deps, req, res }, error) => refuseUpload(deps, req, res, error),
+    handle: ({ deps, req, res, viewer }) =>
+      streamUpload(deps, deps.storage, req, res, async () =>
+        uploaderOf(viewer.kind === 'agent' ? requireOnlineReception(viewer) : viewer),
+      ),
+  });
 
-  router.post('/visitor/upload', (req, res) =>
-    streamUpload(deps, storage, req, res, async () => uploaderOf(await requireVisitor(deps, bearerToken(req)))),
-  );
-  // The app runs the agent Session middleware on every /agent path already.
-  router.post('/agent/upload', (req: Request, res: Response) =>
-    streamUpload(deps, storage, req, res, async () =>
-      uploaderOf(requireOnlineReception(await requireAgent(deps, requestSessionPort(req)))),
-    ),
-  );
+const download = (variant: AttachmentVariant, path: string) =>
+  rawRoute({
+    method: 'get',
+    path,
+    identity: 'participant',
+    tag: 'Attachments',
+    summary: variant === 'file' ? 'Download an attachment' : 'An image attachment’s thumbnail',
+    description:
+      'With the signed `expires` and `sig` of its `url` (no header needed, so `<img>` works), or the visitor bearer of its conversation, or an agent Session of its merchant; anyone else gets 404. Sent with `X-Content-Type-Options: nosniff` and as a download unless a plain image, audio or video; byte ranges (206, 416).',
+    raw: { contentType: 'application/octet-stream', description: 'The bytes (the stored type).', statuses: [200, 206] },
+    errors: { 404: 'No such attachment for this caller (1404).', 416: 'The range lies outside the file.' },
+    handle: ({ deps, req, res, viewer }) => serveAttachment(deps, deps.storage, req, res, variant, async () => viewer),
+  });
 
-  const download = (variant: AttachmentVariant) => (req: Request, res: Response) =>
-    serveAttachment(deps, storage, req, res, variant, () => downloadViewer(deps, sessions, req, res));
-  router.get('/attachments/:id', download('file'));
-  router.get('/attachments/:id/thumbnail', download('thumbnail'));
-  return router;
-}
+export const attachmentEndpoints: AnyRoute[] = [
+  upload('visitor', '/visitor/upload'),
+  upload('agent', '/agent/upload'),
+  download('file', '/attachments/:id'),
+  download('thumbnail', '/attachments/:id/thumbnail'),
+];
 
 /**
  * Answers `GET /attachments/:id` (variant `file`) or `/attachments/:id/thumbnail`: authorized by
@@ -117,23 +143,6 @@ export async function serveAttachment(
     await pipeline(body, res).catch(() => body.destroy());
   } catch (error) {
     sendError(res, error, deps.log);
-  }
-}
-
-/** The identity of a download without a valid signature: a visitor bearer, else an agent Session. */
-async function downloadViewer(deps: Deps, sessions: SessionLayer, req: Request, res: Response) {
-  const token = bearerToken(req);
-  if (token) return requireVisitor(deps, token);
-  if (!sessions.sessionIdOf(req)) return undefined;
-  await runMiddleware(sessions.middleware, req, res);
-  return requireAgent(deps, requestSessionPort(req));
-}
-
-async function runMiddleware(handlers: express.RequestHandler[], req: Request, res: Response) {
-  for (const handler of handlers) {
-    await new Promise<void>((resolve, reject) =>
-      handler(req, res, (error?: unknown) => (error ? reject(error) : resolve())),
-    );
   }
 }
 
@@ -198,14 +207,7 @@ export async function streamUpload(
   const refuse = (error: unknown) => {
     if (answered) return;
     answered = true;
-    res.setHeader('Connection', 'close');
-    sendError(res, error, deps.log);
-    req.unpipe();
-    // Nothing more of the body is parsed, counted or stored. What the client still sends is
-    // discarded for a short while (a lingering close, as nginx does) so that it can read this
-    // answer instead of a connection reset; then the socket goes.
-    res.once('finish', () => setTimeout(() => req.socket.destroy(), LINGER_MS).unref());
-    req.resume();
+    refuseUpload(deps, req, res, error);
   };
   try {
     const uploader = await identify();
@@ -279,6 +281,20 @@ export async function streamUpload(
     if (req.socket.destroyed) return;
     refuse(error);
   }
+}
+
+/**
+ * Answers a refused upload at once. Nothing more of the body is parsed, counted or stored; what
+ * the client still sends is discarded for a short while (a lingering close, as nginx does) so
+ * that it can read this answer instead of a connection reset; then the socket goes.
+ */
+function refuseUpload(deps: Deps, req: Request, res: Response, error: unknown) {
+  if (res.headersSent) return;
+  res.setHeader('Connection', 'close');
+  sendError(res, error, deps.log);
+  req.unpipe();
+  res.once('finish', () => setTimeout(() => req.socket.destroy(), LINGER_MS).unref());
+  req.resume();
 }
 
 /** Upload requests stream for as long as their bytes take: the app's request deadline skips them. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { agentEndpoints } from './agent.js';
+import { attachmentEndpoints } from './attachments.js';
 import { chatEndpoints } from './chat.js';
 import { operationsEndpoints } from './health.js';
 import { internalEndpoints } from './internal.js';
@@ -16,6 +17,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...agentEndpoints,
   ...visitorEndpoints,
   ...chatEndpoints,
+  ...attachmentEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,
   ...operationsEndpoints,

@@ -34,7 +34,7 @@ export const pusherEndpoints: AnyRoute[] = [
       description: 'The signature for this socket and channel.',
       schema: z.object({ auth: z.string() }).strict(),
     },
-    onError(res, error) {
+    onError({ res }, error) {
       const unauthenticated = ['UNAUTHENTICATED', 'VISITOR_UNAUTHENTICATED', 'SESSION_MISMATCH'].includes(error.code);
       const status = restErrorTable[error.code].status;
       res.set('Cache-Control', 'no-store');

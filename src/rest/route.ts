@@ -29,8 +29,8 @@ extendZodWithOpenApi(z);
  * - `agent`: a logged-in agent (Session cookie, `token` header or `?token=`), else code -1;
  * - `visitor`: `Authorization: Bearer <visitor token>`, else 1401;
  * - `internal`: `Authorization: Bearer <INTERNAL_API_TOKEN>`, else 1403;
- * - `participant`: a visitor bearer, else the agent Session, else nobody (`viewer` undefined):
- *   for endpoints either side calls (attachment downloads, Pusher channel authorization).
+ * - `participant`: a valid visitor bearer, else a valid agent Session, else nobody (`viewer`
+ *   undefined): for endpoints either side calls (attachment downloads, Pusher channel authorization).
  */
 export type Identity = 'public' | 'session' | 'agent' | 'visitor' | 'internal' | 'participant';
 
@@ -93,8 +93,8 @@ export interface RawRoute<I extends Identity, S extends z.ZodTypeAny | undefined
   /** What it answers on success; `schema` documents (and tests check) a JSON answer. */
   raw: { contentType: string; description: string; schema?: z.ZodTypeAny; statuses?: number[] };
   requestExample?: S extends z.ZodTypeAny ? z.input<S> : never;
-  /** Answers a refusal in the endpoint's own protocol (default: the envelope). */
-  onError?: (res: Response, error: DomainError) => void;
+  /** Answers a refusal in the endpoint's own way (default: the envelope). */
+  onError?: (ctx: { deps: Deps; req: Request; res: Response }, error: DomainError) => void;
   handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<void>;
 }
 
@@ -129,9 +129,15 @@ async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<
     case 'visitor':
       return requireVisitor(deps, bearerToken(req));
     case 'participant': {
+      // Whoever it is, or nobody: a stale bearer or an ended Session is no identity here (the
+      // endpoint decides what it needs, e.g. a signed download URL needs none).
+      const nobody = (error: unknown) => {
+        if (error instanceof DomainError) return undefined;
+        throw error;
+      };
       const token = bearerToken(req);
-      if (token) return requireVisitor(deps, token);
-      return req.session?.agent ? requireAgent(deps, requestSessionPort(req)) : undefined;
+      if (token) return requireVisitor(deps, token).catch(nobody);
+      return req.session?.agent ? requireAgent(deps, requestSessionPort(req)).catch(nobody) : undefined;
     }
     case 'internal':
       if (!internalTokenMatches(bearerToken(req), deps.config.internalApiToken)) {
@@ -177,7 +183,7 @@ function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
         const domain = classifyError(error);
         if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE')
           deps.log.error({ err: error }, domain.message);
-        route.onError(res, domain);
+        route.onError({ deps, req, res }, domain);
       } else {
         sendError(res, error, deps.log);
       }
