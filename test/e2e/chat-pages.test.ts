@@ -3,6 +3,7 @@ import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { agents, merchants } from '../../src/db/schema.js';
+import { createAgent } from '../../src/resolvers/admin.js';
 import {
   type BrowserTab,
   describeInBrowser,
@@ -54,6 +55,14 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
     visitor = visitorTab.page;
   });
   afterEach(async () => {
+    // The visitor leaves: its conversation closes, so Alice's capacity is free for the next test.
+    await visitor
+      .evaluate(async () => {
+        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
+        if (token)
+          await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+      })
+      .catch(() => {});
     await Promise.all([agentTab.close(), visitorTab.close()]);
     await t.app.deps.db.update(agents).set({ maxConcurrentChats: null }).where(eq(agents.username, 'alice'));
   });
@@ -344,6 +353,36 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       // Console errors of the refused uploads' 4xx answers are expected; script errors are not.
       expect(visitorTab.problems.filter((p) => p.startsWith('page error'))).toEqual([]);
       expect(agentTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+
+  // Last: Carol stays a known agent of the merchant; earlier tests expect Alice to be the only one online.
+  it(
+    'the agent transfers to another agent seen online; the visitor and both workbenches follow',
+    async () => {
+      await createAgent(t.app.deps, { bid: 'demo', username: 'carol', password: 'carol-password', nickname: 'Carol' });
+      await openWorkbench();
+      const uid = await openVisitor();
+      await poll(() => visitor.locator('#chat-state').textContent()).toBe('Chatting with Alice');
+      const carolTab = await openTab(browser);
+      try {
+        // Carol comes online: Alice's page learns it from global-{bid} (agent.login, agent.state).
+        await logInThroughPage(carolTab.page, t, 'carol');
+        await carolTab.page.waitForURL(`${t.url}/agent/`);
+        await live(carolTab.page);
+        await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+        await poll(() => agent.locator('#transfer-target option').allTextContents()).toContain('Carol');
+        await agent.locator('#transfer-target').selectOption({ label: 'Carol' });
+        await agent.getByRole('button', { name: 'Transfer' }).click();
+        await poll(() => visitor.locator('#chat-state').textContent()).toBe('Chatting with Carol');
+        await carolTab.page.locator(`#conversation-list li[data-uid="${uid}"]`).waitFor();
+        await poll(() => agent.locator(`#conversation-list li[data-uid="${uid}"]`).count()).toBe(0);
+        await agent.waitForSelector('#chat-state[data-state="elsewhere"]', { state: 'attached' });
+        expect(carolTab.problems).toEqual([]);
+      } finally {
+        await carolTab.close();
+      }
     },
     STORY_TIMEOUT,
   );
