@@ -70,7 +70,8 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
     return el(
       'li',
       {
-        className: `message ${m.sender_type}${mine ? ' mine' : ''}`,
+        // `from-…`: the bare sender names are layout classes of the pages (.visitor is the visitor page's grid).
+        className: `message from-${m.sender_type}${mine ? ' mine' : ''}`,
         'data-message-id': m.id,
         'data-seq': m.seq,
         'data-conversation': m.conversation_id,
@@ -97,7 +98,7 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
   const renderPending = (p) =>
     el(
       'li',
-      { className: `message ${self} mine pending`, 'data-client-msg-id': p.clientMsgId, 'data-pending': p.state },
+      { className: `message from-${self} mine pending`, 'data-client-msg-id': p.clientMsgId, 'data-pending': p.state },
       el('span', { className: 'message-sender', text: 'You' }),
       p.content ? el('p', { className: 'message-text', text: p.content }) : null,
       p.attachment ? renderAttachment(p.attachment, loadAttachment) : null,
