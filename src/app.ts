@@ -22,7 +22,7 @@ import { isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
 import { openApiDocsPages } from './rest/openapi.js';
-import { MAX_BODY, mountRoutes } from './rest/route.js';
+import { bodyError, MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
 import { createConnectionCore } from './subscriptions/connection.js';
 import { createPusherServer, PUSHER_PATH } from './subscriptions/pusher.js';
@@ -146,17 +146,6 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
       return stopping;
     },
   };
-}
-
-/** body-parser's errors as envelopes: 413 for an oversized body, 400 for a malformed one. */
-function bodyError(error: unknown): unknown {
-  const type = (error as { type?: string }).type;
-  if (type === 'entity.too.large') return new DomainError('PAYLOAD_TOO_LARGE', `Request body larger than ${MAX_BODY}`);
-  if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
-    return new DomainError('BAD_USER_INPUT', 'Malformed request body');
-  }
-  if (type === 'parameters.too.many') return new DomainError('BAD_USER_INPUT', 'Too many parameters');
-  return error;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { text } from './inputs.js';
+import { required, text } from './inputs.js';
 import { MAX_PAGE, MAX_TEXT } from './messages.js';
 
 /**
@@ -7,7 +7,7 @@ import { MAX_PAGE, MAX_TEXT } from './messages.js';
  * domain's camelCase inputs; re-exported by inputs.ts with the other contracts.
  */
 
-const id = text(64).refine((s) => s.trim().length > 0, 'is required');
+const id = required(64);
 /** An integer, also as the string a form sends. */
 const int = (min: number, max: number) =>
   z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v), z.number().int().min(min).max(max));
@@ -22,7 +22,7 @@ const limit = int(1, MAX_PAGE).optional();
 const seq = int(0, 2 ** 31 - 1);
 
 const sendFields = {
-  client_msg_id: text(64),
+  client_msg_id: required(64),
   type: z.enum(['text', 'image', 'file', 'voice', 'video']).optional(),
   content: text(MAX_TEXT).optional(),
   attachment_id: id.optional(),

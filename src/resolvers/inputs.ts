@@ -59,7 +59,7 @@ export const languageTag = z
   .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,4}$/, 'must be a language code such as en or zh-CN');
 
 /** As `text`, and not empty or blank. */
-const required = (max: number) =>
+export const required = (max: number) =>
   z
     .string({ errorMap: stringErrors })
     .min(1, 'is required')

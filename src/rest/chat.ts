@@ -229,6 +229,7 @@ export const chatEndpoints: AnyRoute[] = [
     summary: 'The visitor’s message history',
     description: 'Across its conversations; without before/after the newest page; before: older; after: newer.',
     input: visitorHistoryInput,
+    requestExample: { limit: 20 },
     output: pageData,
     example: examplePage,
     async handle({ deps, viewer, input }) {
@@ -337,6 +338,7 @@ export const chatEndpoints: AnyRoute[] = [
     summary: 'A visitor’s conversation',
     description: 'The open conversation of the visitor, else its latest; null before the first.',
     input: agentConversationInput,
+    requestExample: { visitor_id: 'v_demo_lily' },
     output: conversationData.nullable(),
     example: exampleConversation,
     async handle({ deps, viewer, input }) {
@@ -384,6 +386,7 @@ export const chatEndpoints: AnyRoute[] = [
     summary: 'List conversations',
     description: 'scope mine (default), queue (oldest first) or all (administrators); cursor-paginated with after.',
     input: agentChatListInput,
+    requestExample: { scope: 'mine', limit: 20 },
     output: z
       .object({ list: z.array(conversationData), has_next_page: z.boolean(), end_cursor: z.string().nullable() })
       .strict(),
@@ -422,6 +425,7 @@ export const chatEndpoints: AnyRoute[] = [
     summary: 'A visitor’s message history',
     description: 'Across the visitor’s conversations (under history_only_mine: those the agent was assigned).',
     input: agentHistoryInput,
+    requestExample: { visitor_id: 'v_demo_lily', limit: 20 },
     output: pageData,
     example: examplePage,
     async handle({ deps, viewer, input }) {

@@ -102,7 +102,7 @@ export function operationOf(route: AnyRoute): RouteConfig {
   const errors = Object.fromEntries(
     Object.entries(errorResponses(route)).map(([status, description]): [string, ResponseConfig] => [
       status,
-      { description, content: json(errorEnvelope) },
+      { description, content: json((isRaw(route) && route.errorSchema) || errorEnvelope) },
     ]),
   );
   let success: Record<string, ResponseConfig>;

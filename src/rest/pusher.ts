@@ -34,6 +34,8 @@ export const pusherEndpoints: AnyRoute[] = [
       description: 'The signature for this socket and channel.',
       schema: z.object({ auth: z.string() }).strict(),
     },
+    errors: { 403: 'Not allowed this channel (any refusal that is not about identity or input).' },
+    errorSchema: z.object({ error: z.string(), code: z.string() }).strict(),
     onError({ res }, error) {
       const unauthenticated = ['UNAUTHENTICATED', 'VISITOR_UNAUTHENTICATED', 'SESSION_MISMATCH'].includes(error.code);
       const status = restErrorTable[error.code].status;

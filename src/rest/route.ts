@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import { extendZodWithOpenApi } from '@asteasolutions/zod-to-openapi';
-import express, { type Request, type RequestHandler, type Response, Router } from 'express';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '../config.js';
 import type { Deps } from '../deps.js';
@@ -93,6 +93,8 @@ export interface RawRoute<I extends Identity, S extends z.ZodTypeAny | undefined
   /** What it answers on success; `schema` documents (and tests check) a JSON answer. */
   raw: { contentType: string; description: string; schema?: z.ZodTypeAny; statuses?: number[] };
   requestExample?: S extends z.ZodTypeAny ? z.input<S> : never;
+  /** The shape of those refusals, for the OpenAPI document (default: the error envelope). */
+  errorSchema?: z.ZodTypeAny;
   /** Answers a refusal in the endpoint's own way (default: the envelope). */
   onError?: (ctx: { deps: Deps; req: Request; res: Response }, error: DomainError) => void;
   handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<void>;
@@ -165,6 +167,29 @@ const bodyParsers: Record<BodyEncoding, RequestHandler | undefined> = {
 /** Express 5 parses `req.query` lazily with qs; the legacy endpoints take flat single values only. */
 const queryObject = (req: Request) => Object.fromEntries(new URL(req.url, 'http://x').searchParams);
 
+/** body-parser's errors as domain errors: 413 for an oversized body, 400 for a malformed one. */
+export function bodyError(error: unknown): unknown {
+  const type = (error as { type?: string }).type;
+  if (type === 'entity.too.large') return new DomainError('PAYLOAD_TOO_LARGE', `Request body larger than ${MAX_BODY}`);
+  if (type === 'entity.parse.failed' || type === 'encoding.unsupported' || type === 'charset.unsupported') {
+    return new DomainError('BAD_USER_INPUT', 'Malformed request body');
+  }
+  if (type === 'parameters.too.many') return new DomainError('BAD_USER_INPUT', 'Too many parameters');
+  return error;
+}
+
+/** Answers a refusal as the route declares: its own way (`onError`), else the envelope. */
+function refuse(deps: Deps, route: AnyRoute, req: Request, res: Response, error: unknown) {
+  if (isRaw(route) && route.onError && !res.headersSent) {
+    const domain = classifyError(error);
+    if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE')
+      deps.log.error({ err: error }, domain.message);
+    route.onError({ deps, req, res }, domain);
+  } else {
+    sendError(res, error, deps.log);
+  }
+}
+
 function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
   return async (req, res) => {
     try {
@@ -179,14 +204,7 @@ function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
       const data = await route.handle(ctx as never);
       if (!res.headersSent) sendOk(res, data, route.msg ?? 'ok', route.status ?? 200);
     } catch (error) {
-      if (isRaw(route) && route.onError && !res.headersSent) {
-        const domain = classifyError(error);
-        if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE')
-          deps.log.error({ err: error }, domain.message);
-        route.onError({ deps, req, res }, domain);
-      } else {
-        sendError(res, error, deps.log);
-      }
+      refuse(deps, route, req, res, error);
     }
   };
 }
@@ -210,7 +228,9 @@ export function mountRoutes(
       .filter((p): p is RequestHandler => p !== undefined);
     // Under /agent the Session middleware already ran (app.ts); elsewhere a participant's runs here.
     const session = route.identity === 'participant' ? [opts.agentSessionUnlessBearer] : [];
-    router[route.method](route.path, ...session, ...parsers, handlerOf(deps, route));
+    // A body the parsers refuse is answered as the route answers any refusal.
+    const unparsable: ErrorRequestHandler = (error, req, res, _next) => refuse(deps, route, req, res, bodyError(error));
+    router[route.method](route.path, ...session, ...parsers, unparsable, handlerOf(deps, route));
     const methods = methodsByPath.get(route.path) ?? new Set();
     methods.add(route.method.toUpperCase());
     if (route.method === 'get') methods.add('HEAD');
