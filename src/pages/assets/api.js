@@ -1,5 +1,5 @@
 // @ts-check
-import { PATHS } from '/assets/contract.js';
+import { CODES, PATHS } from '/assets/contract.js';
 /**
  * What every page shares: calling the gateway's JSON endpoints, the captcha control, and a few
  * DOM helpers that only ever set text (never HTML), so nothing a server or visitor sends can
@@ -38,7 +38,7 @@ export async function callJson(path, { method = 'GET', form, json, headers = {} 
     body = undefined;
   }
   if (!body || typeof body.code !== 'number') {
-    body = { code: 1500, msg: `Unexpected answer from the server (HTTP ${res.status})`, data: [] };
+    body = { code: CODES.INTERNAL, msg: `Unexpected answer from the server (HTTP ${res.status})`, data: [] };
   }
   return { status: res.status, headers: res.headers, body };
 }

@@ -1,5 +1,6 @@
 // @ts-check
 import { byId, callJson, captchaControl, say } from '/assets/api.js';
+import { CODES } from '/assets/contract.js';
 
 const smsOn = document.body.dataset.smsRegistration === 'on';
 const form = byId('join-form', HTMLFormElement);
@@ -87,7 +88,7 @@ sendButton.addEventListener('click', async () => {
       countdown.textContent = 'You can ask for another code when the countdown ends.';
       startCountdown(RESEND_SECONDS);
       smsCode.focus();
-    } else if (body.code === 1429) {
+    } else if (body.code === CODES.RATE_LIMITED) {
       // Rate limited: show the server's message and hold the button for as long as it says.
       say(error, body.msg);
       countdown.textContent = 'Sending is paused for a while.';
