@@ -295,6 +295,9 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
         buffer: await png(64, 48),
       });
       await visitor.waitForSelector('#attachment-result[data-verdict="sent"]');
+      // The XMLHttpRequest's upload progress reached the whole file (the bar is hidden again after).
+      expect(await visitor.locator('#upload-progress').evaluate((bar) => (bar as HTMLProgressElement).value)).toBe(1);
+      expect(await visitor.locator('#upload-progress').isHidden()).toBe(true);
       const loaded = (page: Page) =>
         page.waitForFunction(() => {
           const img = document.querySelector('#messages img.attachment-thumb') as HTMLImageElement | null;
