@@ -21,6 +21,7 @@ import { loadDemoDataIfEmpty } from './resolvers/demo.js';
 import { isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
+import { refuseTwoIdentities } from './rest/one-identity.js';
 import { openApiDocsPages } from './rest/openapi.js';
 import { bodyError, MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
@@ -66,6 +67,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use(securityHeaders(config));
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
   app.use(refuseCrossSiteWrites(config), declaredBodyCap(isStreamingUpload));
+  app.use(refuseTwoIdentities(log));
   app.use(API_PATHS, noStore);
   app.use('/metrics', metricsGuard(config));
   // The agent Session serves the REST endpoints and the pages under /agent alike.

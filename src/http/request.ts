@@ -12,6 +12,9 @@ export function singleHeader(req: IncomingMessage, name: string): string | undef
   return value;
 }
 
+/** What a request or connection carrying both identities is told, on every transport. */
+export const TWO_IDENTITIES = 'Send one identity: a visitor Authorization: Bearer token or an agent token, never both';
+
 /** The visitor token of `Authorization: Bearer <token>`, if any. */
 export function bearerToken(req: IncomingMessage): string | undefined {
   const match = /^Bearer\s+(\S{1,512})\s*$/i.exec(singleHeader(req, 'authorization') ?? '');

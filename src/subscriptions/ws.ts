@@ -11,7 +11,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
-import { clientIp, wsAddressFor } from '../http/request.js';
+import { clientIp, TWO_IDENTITIES, wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from '../schema/builder.js';
@@ -308,13 +308,14 @@ function presentedIdentity(
     return { mistake: "appkey missing: send the merchant's appkey in connection_init" };
   }
   const authorization = param(params, 'authorization');
+  const token = param(params, 'token');
+  if (authorization !== undefined && token !== undefined && token !== '') return { mistake: TWO_IDENTITIES };
   if (authorization !== undefined) {
     const bearer = typeof authorization === 'string' && /^Bearer\s+(\S{1,512})$/i.exec(authorization)?.[1];
     return bearer
       ? { identity: { kind: 'visitor', bearer }, appkey }
       : { mistake: 'authorization must be "Bearer <visitor token>"' };
   }
-  const token = param(params, 'token');
   if (token !== undefined && token !== '') {
     return typeof token === 'string' && SESSION_ID.test(token)
       ? { identity: { kind: 'agent', sessionId: token }, appkey }
