@@ -275,6 +275,18 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       await visitor.locator('#messages li .message-text', { hasText: /^Line 1$/ }).waitFor();
       const lines = (await texts(visitor)).filter((x) => /^Line \d+$/.test(x));
       expect(lines).toEqual(Array.from({ length: 35 }, (_, i) => `Line ${i + 1}`));
+
+      // The visitor ends the conversation, is invited to rate, and writing again starts a new one.
+      await visitor.getByRole('button', { name: 'End the conversation' }).click();
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('closed');
+      await visitor.locator('#rating-form').waitFor();
+      await say(visitor, 'Back again');
+      await poll(() => visitor.locator('#chat-state').textContent()).toBe('Chatting with Alice');
+      expect(await visitor.locator('#rating-form').isHidden()).toBe(true);
+      const conversations = await visitor
+        .locator('#messages li[data-conversation]')
+        .evaluateAll((nodes) => new Set(nodes.map((n) => (n as HTMLElement).dataset.conversation)).size);
+      expect(conversations).toBe(2);
       expect(visitorTab.problems).toEqual([]);
     },
     STORY_TIMEOUT,

@@ -238,6 +238,8 @@ function showConversation(/** @type {Partial<Conversation>} */ next) {
           ? 'The conversation is closed. Write again to start a new one.'
           : 'Finding an agent…';
   closeButton.hidden = state !== 'queued' && state !== 'active';
+  // An open conversation is a new one: the invitation to rate the last one is over.
+  if (state === 'queued' || state === 'active') ratingForm.hidden = true;
 }
 
 /** The spec's step 2: the open conversation, or a new one with an agent or a queue position. */
@@ -422,7 +424,6 @@ async function send(fields, clientMsgId = newClientMsgId()) {
   log.merge([answer.data]);
   if (answer.data.conversation_id !== conversation.id) {
     // Writing after a close started a new conversation: ask where it stands.
-    ratingForm.hidden = true;
     say(ratingResult, '');
     await assign();
   }
