@@ -384,10 +384,11 @@ describe('fuzz: any method on every route of the application, as every identity'
         );
         const type = res.headers.get('content-type') ?? '';
         // The legacy JSON API answers envelopes: its declared endpoints (a raw one, e.g. a health
-        // check, in its errors only) and anything under its prefixes. GraphQL, the docs and other
+        // check, in its errors only, unless it declares its own error shape) and anything under
+        // its prefixes. GraphQL, the docs and other
         // protocols (e.g. the Pusher channel authorization) answer in their own formats.
         const legacy = route.declared
-          ? !isRaw(route.declared) || res.status >= 400
+          ? !isRaw(route.declared) || (res.status >= 400 && !('onError' in route.declared && route.declared.onError))
           : /^\/(agent|visitor|internal)\//.test(route.path);
         if (type.includes('json') && legacy && res.status !== 503 && method !== 'HEAD') {
           const envelope = JSON.parse(text);
