@@ -8,6 +8,7 @@ import { cappedRawBody, declaredBodyCap } from './http/body-limit.js';
 import { limitServer, serverOptions } from './http/connections.js';
 import { graphqlCors } from './http/cors.js';
 import { refuseCrossSiteWrites } from './http/cross-site.js';
+import { refuseMalformedGraphQLParams } from './http/graphql-params.js';
 import { API_PATHS, noStore } from './http/no-store.js';
 import { agentSessionUnlessBearer, createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
@@ -79,6 +80,7 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   app.use(
     '/graphql',
     graphqlCors(config),
+    refuseMalformedGraphQLParams,
     unlessBearer,
     express.json({ limit: MAX_BODY }),
     cappedRawBody,
