@@ -42,6 +42,7 @@ export interface Config {
   logLevel: string;
   presenceGraceSeconds: number;
   channelHistorySize: number;
+  /** Caps on real-time sockets and subscriptions (src/subscriptions/limits.ts, README "Security"). */
   realtimeLimits: {
     socketsPerIdentity: number;
     socketsPerAddress: number;
