@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackendUnavailableError, classifyError } from '../src/errors.js';
-import { HttpClient } from './support/clients.js';
+import { agentSession, HttpClient } from './support/clients.js';
 import { hasRedisServer, type PrivateService, startPrivateRedis } from './support/private-services.js';
 import { describeWhen } from './support/required.js';
 import { freshStores, startTestApp, type TestApp, type TestStores } from './support/test-app.js';
+import { closeAllSockets, connectSocket } from './support/ws.js';
 
 // Issue 18 row 14: a Redis outage is "unavailable" everywhere (REST 503), recognised by error
 // class and code, never by message text.
@@ -68,6 +69,19 @@ describeWhen(
         expect(login.status).toBe(503);
       } finally {
         await redis.start();
+      }
+    });
+
+    it('a new agent socket while Redis is down closes 1013 (retry later), not 4403 (fix your identity)', async () => {
+      const { token } = await agentSession(t.url, 'alice');
+      await redis.stop();
+      try {
+        const socket = connectSocket(t.wsUrl, { appkey: 'demo-appkey', token });
+        const closed = await socket.closed;
+        expect(closed.code).toBe(1013);
+      } finally {
+        await redis.start();
+        await closeAllSockets();
       }
     });
   },
