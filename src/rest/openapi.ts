@@ -61,7 +61,10 @@ const securityOf: Record<AnyRoute['identity'], Record<string, string[]>[] | unde
 /** The answers every endpoint of an identity may give besides its success. */
 function errorResponses(route: AnyRoute): Record<string, string> {
   const errors: Record<string, string> = {};
-  if (route.input) errors['400'] = 'Invalid input (code 1000); `msg` names the field.';
+  // Any request may repeat `token` or carry a visitor bearer beside an agent token (refused).
+  errors['400'] = route.input
+    ? 'Invalid input (code 1000); `msg` names the field. Also a repeated `token`, or two identities.'
+    : 'A repeated `token`, or a visitor bearer beside an agent token (code 1000).';
   if (route.identity === 'visitor' || route.identity === 'participant')
     errors['401'] = 'Visitor token missing, invalid or expired (1401).';
   if (route.identity === 'agent') errors['403'] = 'ticket_agent on an online-reception endpoint (1403).';
