@@ -156,6 +156,10 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   WS_MAX_SUBSCRIPTIONS: '100000',
   // The message path keeps 200 senders and the agents' sockets open from one address.
   MAX_CONNECTIONS_PER_ADDRESS: '0',
+  // Thousands of upgrades at once on one pinned core wait longer than a browser's would for
+  // their headers to be read: the defaults would answer the last ones 408.
+  HTTP_HEADERS_TIMEOUT_MS: '120000',
+  HTTP_REQUEST_TIMEOUT_MS: '300000',
   ...extra,
 });
 const probeFile = (name: string, kind: 'elu' | 'heap') => `/tmp/parley-${kind}-${stamp}-${name}.json`;
