@@ -4,7 +4,7 @@ import { agentSession, HttpClient } from './support/clients.js';
 import { hasRedisServer, type PrivateService, startPrivateRedis } from './support/private-services.js';
 import { describeWhen } from './support/required.js';
 import { freshStores, startTestApp, type TestApp, type TestStores } from './support/test-app.js';
-import { closeAllSockets, connectSocket } from './support/ws.js';
+import { closeAllSockets, connectSocket, eventually } from './support/ws.js';
 
 // Issue 18 row 14: a Redis outage is "unavailable" everywhere (REST 503), recognised by error
 // class and code, never by message text.
@@ -73,7 +73,16 @@ describeWhen(
     });
 
     it('a new agent socket while Redis is down closes 1013 (retry later), not 4403 (fix your identity)', async () => {
-      const { token } = await agentSession(t.url, 'alice');
+      // Logged in once the gateway is back on Redis (the test before restarted it).
+      const token = await eventually(
+        () =>
+          agentSession(t.url, 'alice').then(
+            (s) => s.token,
+            () => undefined,
+          ),
+        'a login after the Redis restart',
+        30_000,
+      );
       await redis.stop();
       try {
         const socket = connectSocket(t.wsUrl, { appkey: 'demo-appkey', token });
