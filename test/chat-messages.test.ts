@@ -397,6 +397,45 @@ describe('Typing', () => {
 });
 
 describe('Publish after commit (the outbox)', () => {
+  // PGlite runs one transaction at a time, so a send cannot commit during another's round there.
+  it.runIf(process.env.DATABASE_URL)(
+    "a send that commits during another send's publishing round returns only after its own event is published",
+    async () => {
+      const { visitor } = await chat();
+      const pending = () => deps.db.select().from(eventOutbox).where(eq(eventOutbox.channel, visitor.channel));
+      const publish = deps.bus.publish;
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let inRound = () => {};
+      const roundStarted = new Promise<void>((resolve) => {
+        inRound = resolve;
+      });
+      deps.bus.publish = async (...args) => {
+        inRound();
+        await gate;
+        return publish.apply(deps.bus, args);
+      };
+      try {
+        const first = sendMessage(deps, visitor, { clientMsgId: 'first', content: 'first' });
+        await roundStarted; // the first send's round has taken its rows and is publishing them
+        const second = sendMessage(deps, visitor, { clientMsgId: 'second', content: 'second' }).then(pending);
+        await eventually(
+          async () => (await listMessages(deps, visitor, { limit: 5 })).messages.length === 3,
+          'the second send committed while the first round publishes',
+        );
+        await new Promise((resolve) => setImmediate(resolve)); // and went on to publish
+        release();
+        await first;
+        expect(await second).toEqual([]);
+      } finally {
+        deps.bus.publish = publish;
+        release();
+      }
+    },
+  );
+
   it('a failed publish loses nothing: the message is stored, and the drain publishes it in order', async () => {
     const { visitor } = await chat();
     const feed = recordEvents(deps, [visitor.channel]);

@@ -61,11 +61,37 @@ async function publishRound(deps: Deps, minAgeMs: number): Promise<'busy' | numb
 }
 
 /**
- * Publishes every committed outbox row (the caller's included). Waits while another publisher
+ * Per instance, one publisher at a time: a call that arrives while a round runs joins the single
+ * round that starts after it (its rows are committed before it calls, so that round sees them).
+ * Without this, concurrent sends on one instance took turns at the advisory lock, each polling
+ * until the others were done, and published one by one instead of in batches.
+ */
+const publishers = new WeakMap<Deps, { running?: Promise<void>; next?: Promise<void> }>();
+
+/**
+ * Publishes every committed outbox row (the caller's included). Waits while another instance
  * holds the lock, up to `waitMs`; what is left then is published by the periodic drain.
  */
-export async function publishOutbox(deps: Deps, opts: { waitMs?: number } = {}): Promise<void> {
-  const deadline = Date.now() + (opts.waitMs ?? 2000);
+export function publishOutbox(deps: Deps, opts: { waitMs?: number } = {}): Promise<void> {
+  const state = publishers.get(deps) ?? {};
+  publishers.set(deps, state);
+  const start = () => {
+    const run = publishPending(deps, opts.waitMs ?? 2000).finally(() => {
+      if (state.running === run) state.running = undefined;
+    });
+    state.running = run;
+    return run;
+  };
+  if (!state.running) return start();
+  state.next ??= state.running.then(() => {
+    state.next = undefined;
+    return start();
+  });
+  return state.next;
+}
+
+async function publishPending(deps: Deps, waitMs: number): Promise<void> {
+  const deadline = Date.now() + waitMs;
   for (;;) {
     let result: 'busy' | number;
     try {
