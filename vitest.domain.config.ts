@@ -19,4 +19,9 @@ export const DOMAIN_TESTS = [
 ];
 
 // Spread, not mergeConfig: that would append these globs to the base's `test/**/*.test.ts`.
-export default defineConfig({ ...base, test: { ...base.test, include: DOMAIN_TESTS } });
+// Generous timeouts: Stryker's initial run is instrumented and this machine is shared, and one
+// timed-out test there aborts the whole run (a mutant that hangs is caught by Stryker's own timeout).
+export default defineConfig({
+  ...base,
+  test: { ...base.test, include: DOMAIN_TESTS, testTimeout: 120_000, hookTimeout: 240_000 },
+});
