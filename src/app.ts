@@ -27,6 +27,7 @@ import { openApiDocsPages } from './rest/openapi.js';
 import { bodyError, MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
 import { createConnectionCore } from './subscriptions/connection.js';
+import { createFanout } from './subscriptions/fanout.js';
 import { createPusherServer, PUSHER_PATH } from './subscriptions/pusher.js';
 import { createSubscriptionServer } from './subscriptions/ws.js';
 
@@ -98,8 +99,10 @@ export async function buildApp(config: Config, opts: { log?: Logger } = {}): Pro
   limitServer(server, config.hardening, { trustProxy: config.trustProxy });
   // One connection core (identity, caps, re-checks) under every real-time transport.
   const connections = createConnectionCore(deps, sessions);
-  const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections);
-  const pusher = createPusherServer(deps, sessions, connections);
+  // One delivery path of channel events under both: one bus subscription per channel and instance.
+  const fanout = createFanout(deps);
+  const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections, fanout);
+  const pusher = createPusherServer(deps, sessions, connections, fanout);
   countSockets(subscriptions.wss, deps.metrics);
   countSockets(pusher.wss, deps.metrics);
   server.on('upgrade', (req, socket, head) => {

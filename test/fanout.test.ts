@@ -1,17 +1,16 @@
-import type { Request } from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { notLoggedIn } from '../src/errors.js';
+import type { WebSocket } from 'ws';
 import { publishEvent } from '../src/resolvers/channels.js';
 import type { VisitorViewer } from '../src/resolvers/viewer.js';
-import type { GraphQLContext } from '../src/schema/builder.js';
-import { createGraphQLServer } from '../src/schema/yoga.js';
 import type { EventBus } from '../src/stores/bus.js';
+import type { Connection } from '../src/subscriptions/connection.js';
+import { createFanout, type FanoutSocket, type FrameFormat } from '../src/subscriptions/fanout.js';
 import { eventually, factories, releaseTestDeps, type TestDeps, testDeps } from './support/deps.js';
 
 /**
- * The fan-out plugin in the gateway's own GraphQL server (src/schema/yoga.ts over the real schema
- * and deps), subscribed the way the WebSocket adapter does: through `getEnveloped` with a socket
- * context. The bus is only observed, to count the subscriptions it holds open.
+ * The fan-out (src/subscriptions/fanout.ts) on the real deps: the bus of this run (in process,
+ * or Redis when REDIS_URL is set) is only observed, to count the subscriptions it holds open;
+ * sockets are recorders of the frames written to them; formats count their serializations.
  */
 let deps: TestDeps;
 let make: ReturnType<typeof factories>;
@@ -24,7 +23,33 @@ afterAll(async () => {
   await releaseTestDeps();
 });
 
-type Result = { data?: { [field: string]: { id: string; event: string; data: unknown } }; errors?: unknown[] };
+/** A socket that records its frames, open until its connection ends. */
+function recordingSocket() {
+  const frames: string[] = [];
+  const stop = new AbortController();
+  const socket = { OPEN: 1, readyState: 1, bufferedAmount: 0, send: (frame: string) => frames.push(frame) };
+  const connection = { signal: stop.signal, end: () => stop.abort() } as unknown as Connection;
+  const to: FanoutSocket = {
+    socket: socket as unknown as WebSocket,
+    connection,
+    slowReason: 'slow',
+    subscriptions: new Set(),
+  };
+  return { to, frames, socket, ended: () => stop.signal.aborted };
+}
+
+/** A format serializing `{event, data}`, counting how often it runs. */
+function countingFormat(key: string) {
+  const runs = { count: 0 };
+  const format: FrameFormat = {
+    key,
+    payload(event) {
+      runs.count++;
+      return JSON.stringify({ event: event.event, data: event.data });
+    },
+  };
+  return { format, runs };
+}
 
 async function fixture() {
   const open = { count: 0 };
@@ -32,100 +57,106 @@ async function fixture() {
     publish: (...args) => deps.bus.publish(...args),
     close: () => deps.bus.close(),
     async *subscribe(channel, opts) {
-      open.count++;
+      if (!opts?.replayOnly) open.count++;
       try {
         yield* deps.bus.subscribe(channel, opts);
       } finally {
-        open.count--;
+        if (!opts?.replayOnly) open.count--;
       }
     },
   };
-  const observedDeps = { ...deps, bus: observed };
-  const yoga = createGraphQLServer(observedDeps);
+  const fanout = createFanout({ ...deps, bus: observed });
   const merchant = await make.merchant();
   const visitor: VisitorViewer = await make.visitor(merchant);
-  const socketContext: GraphQLContext = {
-    deps: observedDeps,
-    agent: () => Promise.reject(notLoggedIn()),
-    visitor: async () => visitor,
-    identity: 'visitor',
-    wsAddress: 'ws://127.0.0.1/graphql',
-    clientIp: '127.0.0.1',
-  };
-  const subscribe = async (query: string, variables: Record<string, unknown> = {}) => {
-    const { parse, subscribe, contextFactory, schema } = yoga.getEnveloped({
-      req: {} as Request,
-      socketContext,
+  const subscribe = (to: FanoutSocket, format: FrameFormat, id: string, since?: string) => {
+    const ended: unknown[] = [];
+    const sub = fanout.subscribe({
+      channel: visitor.channel,
+      viewer: visitor,
+      to,
+      format: fanout.format(format.key, () => format),
+      before: `{"id":${JSON.stringify(id)},"payload":`,
+      after: '}',
+      owner: { ended: (error) => ended.push(error) },
+      since,
     });
-    const result = await subscribe({
-      schema,
-      document: parse(query),
-      variableValues: variables,
-      contextValue: await contextFactory(),
-    });
-    if (!(Symbol.asyncIterator in (result as object))) throw new Error(`not a stream: ${JSON.stringify(result)}`);
-    const stream = (result as AsyncGenerator<Result>)[Symbol.asyncIterator]();
-    // The first event of a subscription without `since` is `subscribed`: from then on it is live.
-    const first = await stream.next();
-    expect(first.value?.data).toMatchObject({
-      [Object.keys(first.value?.data ?? {})[0] as string]: { event: 'subscribed' },
-    });
-    return stream;
+    return { sub, ended };
   };
   const publish = (event: string) => publishEvent(deps, { channel: visitor.channel, event, data: { n: event } });
-  return { subscribe, publish, open, channel: visitor.channel };
+  /** The subscription is live once its `subscribed` frame is written. */
+  const live = (frames: string[]) => eventually(() => frames.some((f) => f.includes('"subscribed"')), 'subscribed');
+  return { fanout, subscribe, publish, live, open };
 }
 
-const query = 'subscription($name: String!) { channel(name: $name) { id event data } }';
+const payloadOf = (frame: string | undefined) => JSON.parse(frame ?? 'null').payload;
 
-describe('fan-out: one execution per event for all channel subscribers', () => {
-  it('subscribers asking the same of the same event share one executed result', async () => {
+describe('fan-out: one listener per channel, one serialization per event and format', () => {
+  it('subscribers asking the same of the same event share one serialization; only the operation id differs', async () => {
     const f = await fixture();
-    const subscribers = await Promise.all([1, 2, 3].map(() => f.subscribe(query, { name: f.channel })));
-    const pending = subscribers.map((s) => s.next());
+    const { format, runs } = countingFormat('same');
+    const sockets = [1, 2, 3].map(() => recordingSocket());
+    for (const [i, s] of sockets.entries()) f.subscribe(s.to, format, `op-${i}`);
+    for (const s of sockets) await f.live(s.frames);
+    expect(f.open.count).toBe(1); // one bus subscription for the channel, not one per subscriber
+    const before = runs.count;
     await f.publish('shared.one');
-    const results = (await Promise.all(pending)).map((r) => r.value as Result);
-    expect(results[0]?.data?.channel).toMatchObject({ event: 'shared.one', data: { n: 'shared.one' } });
-    // One execution: the very same result object reaches every subscriber.
-    expect(results[1]).toBe(results[0]);
-    expect(results[2]).toBe(results[0]);
-    for (const s of subscribers) await s.return?.(undefined);
-  });
-
-  it('another selection gets its own result; any other document is executed per subscriber', async () => {
-    const f = await fixture();
-    const same = await f.subscribe(query, { name: f.channel });
-    const other = await f.subscribe('subscription($name: String!) { channel(name: $name) { id event } }', {
-      name: f.channel,
+    await eventually(() => sockets.every((s) => s.frames.length === 2), 'the event at every socket');
+    expect(runs.count - before).toBe(1);
+    sockets.forEach((s, i) => {
+      expect(s.frames[1]).toBe(`{"id":"op-${i}","payload":{"event":"shared.one","data":{"n":"shared.one"}}}`);
     });
-    // The same selection under an inline fragment: not recognised as a plain `channel` document.
-    const fragment = 'subscription($name: String!) { ... on Subscription { channel(name: $name) { id event } } }';
-    const unshared = await Promise.all([1, 2].map(() => f.subscribe(fragment, { name: f.channel })));
-    const pending = [same.next(), other.next()];
-    const unsharedPending = unshared.map((s) => s.next());
-    await f.publish('shared.two');
-    const [a, b] = (await Promise.all(pending)).map((r) => r.value as Result);
-    expect(a?.data?.channel).toMatchObject({ event: 'shared.two', data: { n: 'shared.two' } });
-    expect(b?.data?.channel).toEqual({ id: a?.data?.channel?.id, event: 'shared.two' });
-    expect(b).not.toBe(a);
-    const [c, d] = (await Promise.all(unsharedPending)).map((r) => r.value as Result);
-    expect(c?.data?.channel).toEqual({ id: a?.data?.channel?.id, event: 'shared.two' });
-    expect(d).toEqual(c);
-    expect(d).not.toBe(c);
-    for (const s of [same, other, ...unshared]) await s.return?.(undefined);
   });
 
-  it('unsubscribing releases the bus subscription', async () => {
+  it('another format gets its own serialization', async () => {
     const f = await fixture();
-    const a = await f.subscribe(query, { name: f.channel });
-    const b = await f.subscribe(query, { name: f.channel });
-    expect(f.open.count).toBe(2);
-    await a.return?.(undefined);
-    await eventually(() => f.open.count === 1, 'one subscription released');
-    const pending = b.next();
+    const one = countingFormat('one');
+    const other = countingFormat('other');
+    const a = recordingSocket();
+    const b = recordingSocket();
+    f.subscribe(a.to, one.format, 'a');
+    f.subscribe(b.to, other.format, 'b');
+    await f.live(a.frames);
+    await f.live(b.frames);
+    const before = [one.runs.count, other.runs.count];
+    await f.publish('shared.two');
+    await eventually(() => a.frames.length === 2 && b.frames.length === 2, 'the event at both');
+    expect([one.runs.count - (before[0] as number), other.runs.count - (before[1] as number)]).toEqual([1, 1]);
+    expect(payloadOf(a.frames[1])).toEqual(payloadOf(b.frames[1]));
+  });
+
+  it('a resuming subscriber gets the replay, then live events, with no gap and no duplicate', async () => {
+    const f = await fixture();
+    const { format } = countingFormat('resume');
+    const first = recordingSocket();
+    f.subscribe(first.to, format, 'first');
+    await f.live(first.frames);
+    const since = (await f.publish('before.one')).id;
+    await f.publish('before.two');
+    await f.publish('before.three');
+    const resumed = recordingSocket();
+    f.subscribe(resumed.to, format, 'resumed', since);
+    await f.publish('after.one');
+    await eventually(() => resumed.frames.length >= 3, 'replay and live');
+    expect(resumed.frames.map((frame) => payloadOf(frame).event)).toEqual(['before.two', 'before.three', 'after.one']);
+  });
+
+  it('unsubscribing releases the bus subscription; a slow socket is ended', async () => {
+    const f = await fixture();
+    const { format } = countingFormat('leave');
+    const a = recordingSocket();
+    const b = recordingSocket();
+    const subA = f.subscribe(a.to, format, 'a');
+    f.subscribe(b.to, format, 'b');
+    await f.live(a.frames);
+    await f.live(b.frames);
+    f.fanout.end(subA.sub);
+    expect(subA.ended).toEqual([undefined]);
+    expect(f.open.count).toBe(1);
+    b.socket.bufferedAmount = 2 * 1024 * 1024; // the client stopped reading
     await f.publish('after.leave');
-    expect(((await pending).value as Result).data?.channel).toMatchObject({ event: 'after.leave' });
-    await b.return?.(undefined);
+    await eventually(() => b.ended(), 'the slow consumer ended');
+    expect(a.frames.some((frame) => frame.includes('after.leave'))).toBe(false);
+    f.fanout.end([...b.to.subscriptions][0] as never);
     await eventually(() => f.open.count === 0, 'every subscription released');
   });
 });

@@ -9,9 +9,10 @@ import { inSpan } from './tracing.js';
 const INVALID = '(invalid)';
 
 /**
- * GraphQL metrics (operations, errors, active subscriptions) and, with OTEL_ENABLED, a span
- * around each execution. A yoga/envelop plugin, so HTTP and graphql-ws operations (which run
- * through `yoga.getEnveloped`) are both counted.
+ * GraphQL metrics (operations, errors) and, with OTEL_ENABLED, a span around each execution. A
+ * yoga/envelop plugin, so HTTP and graphql-ws operations (which run through `yoga.getEnveloped`)
+ * are both counted. Subscriptions do not run through envelop's subscribe: the WebSocket adapter
+ * counts them and the fan-out their deliveries (src/subscriptions/ws.ts, fanout.ts).
  */
 export function observabilityPlugin(deps: Pick<Deps, 'metrics' | 'config'>): Plugin {
   const { metrics } = deps;
@@ -52,34 +53,6 @@ export function observabilityPlugin(deps: Pick<Deps, 'metrics' | 'config'>): Plu
       return {
         onExecuteDone({ result }) {
           if (!isAsyncIterable(result)) countErrors(result, type, field);
-        },
-      };
-    },
-    onSubscribe({ args }) {
-      const { field } = describeOperation(args.document, args.operationName);
-      metrics.graphqlOperation('subscription', field);
-      return {
-        onSubscribeResult({ result }) {
-          if (!isAsyncIterable(result)) {
-            countErrors(result, 'subscription', field);
-            return;
-          }
-          metrics.subscriptionStarted();
-          let ended = false;
-          return {
-            onNext: ({ result: next }) => {
-              if (next.errors?.length) countErrors(next, 'subscription', field);
-              else metrics.eventDelivered();
-            },
-            onEnd: () => {
-              if (ended) return;
-              ended = true;
-              metrics.subscriptionEnded();
-            },
-          };
-        },
-        onSubscribeError: ({ error }) => {
-          metrics.graphqlError('subscription', field, graphqlCodeOf(classifyError(error).code));
         },
       };
     },

@@ -23,7 +23,8 @@ export interface Metrics {
   subscriptionStarted(): void;
   subscriptionEnded(): void;
   eventPublished(): void;
-  eventDelivered(): void;
+  /** `count` frames of channel events written to subscriptions (graphql-ws or Pusher). */
+  eventDelivered(count?: number): void;
   eventDropped(reason: EventDropReason): void;
   loginFailed(reason: LoginFailureReason): void;
   /** A login refused by a brute-force lock of the account or the client address (also a `locked` failure). */
@@ -77,7 +78,7 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
   });
   const subscriptions = new Gauge({
     name: 'parley_subscriptions_active',
-    help: 'Active GraphQL subscriptions (channel listeners).',
+    help: 'Active channel subscriptions on this instance (graphql-ws and Pusher).',
     registers,
   });
   const published = new Counter({
@@ -87,7 +88,7 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
   });
   const delivered = new Counter({
     name: 'parley_events_delivered_total',
-    help: 'Channel events sent to a GraphQL subscription on this instance (one per subscriber).',
+    help: 'Channel events sent to a subscription on this instance, graphql-ws or Pusher (one per subscriber).',
     registers,
   });
   const dropped = new Counter({
@@ -152,7 +153,7 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     subscriptionStarted: () => subscriptions.inc(),
     subscriptionEnded: () => subscriptions.dec(),
     eventPublished: () => published.inc(),
-    eventDelivered: () => delivered.inc(),
+    eventDelivered: (count = 1) => delivered.inc(count),
     eventDropped: (reason) => dropped.inc({ reason }),
     loginFailed: (reason) => loginFailures.inc({ reason }),
     loginLocked: (scope) => {

@@ -40,87 +40,25 @@ export async function requireOwnAppkey(deps: Deps, viewer: ChannelViewer, appkey
   }
 }
 
-/**
- * An async iterator over `run(signal)` whose `return()` takes effect at once: it aborts
- * `signal`, which wakes the generator wherever it waits. (A bare async generator's `return()`
- * waits for its next `yield`, so a subscription to a quiet channel would never be released
- * when its client leaves.)
- */
-function abortable<T>(run: (signal: AbortSignal) => AsyncGenerator<T>, outer?: AbortSignal): AsyncGenerator<T> {
-  const stop = new AbortController();
-  const onOuterAbort = () => stop.abort();
-  outer?.addEventListener('abort', onOuterAbort, { once: true });
-  const inner = run(stop.signal);
-  const release = () => {
-    outer?.removeEventListener('abort', onOuterAbort);
-    stop.abort();
-  };
-  const iterator: AsyncGenerator<T> = {
-    next: () => inner.next(),
-    return(value) {
-      release();
-      return inner.return(value as T);
-    },
-    throw(error) {
-      release();
-      return inner.throw(error);
-    },
-    [Symbol.asyncIterator]() {
-      return iterator;
-    },
-  };
-  return iterator;
-}
+/** What a channel subscription does with an event of its channel. */
+export type EventFate = 'deliver' | 'skip' | 'last';
 
 /**
- * The events of an authorized channel (replaying from `since` first). An agent's subscription
- * ends with a final `session.ended` event when its Session is ended anywhere (logout, disable,
- * expiry), so the client knows to log in again. Authorization is checked before this returns,
- * so a refusal is an error of this subscription only.
+ * The per-subscriber rule of a channel, applied by the delivery path (src/subscriptions/fanout.ts)
+ * to every event, replayed or live. An agent's own channel carries the `session.ended` events of
+ * all its Sessions: the one of this subscriber's Session is its last event (the client knows to
+ * log in again), another Session's is not its business. On any other channel of an agent the
+ * end of its Session is watched beside it (`SessionEndWatches`) and delivered there as last.
  */
-export function subscribeChannel(
-  deps: Deps,
-  viewer: ChannelViewer,
-  name: string,
-  opts: { since?: string; signal?: AbortSignal } = {},
-): AsyncGenerator<ChannelEvent> {
-  authorizeChannel(viewer, name);
-  return abortable(async function* (signal) {
-    if (viewer.kind === 'visitor') {
-      yield* deps.bus.subscribe(name, { since: opts.since, signal });
-      return;
-    }
-    if (name === agentChannel(viewer.agentId)) {
-      for await (const event of deps.bus.subscribe(name, { since: opts.since, signal })) {
-        if (event.event !== SESSION_ENDED) {
-          yield event;
-        } else if (endsSession(event, viewer)) {
-          yield event;
-          return;
-        } // another Session of the same agent ended: not this subscriber's business
-      }
-      return;
-    }
-    // Any other channel: watch the agent channel beside it for the end of this Session.
-    const watch = new AbortController();
-    const onAbort = () => watch.abort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    let ended: ChannelEvent | undefined;
-    void deps.realtime.sessionEnds.watch(viewer, watch.signal).then((event) => {
-      ended = event && { ...event, channel: name };
-      watch.abort();
-    });
-    try {
-      yield* deps.bus.subscribe(name, { since: opts.since, signal: watch.signal });
-      if (ended) yield ended;
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-      watch.abort();
-    }
-  }, opts.signal);
+export function eventFate(viewer: ChannelViewer, name: string, event: ChannelEvent): EventFate {
+  if (viewer.kind === 'visitor' || event.event !== SESSION_ENDED || name !== agentChannel(viewer.agentId)) {
+    return 'deliver';
+  }
+  return endsSession(event, viewer) ? 'last' : 'skip';
 }
 
-const endsSession = (event: ChannelEvent, viewer: AgentViewer) =>
+/** Whether `event` is the `session.ended` of the viewer's own Session. */
+export const endsSession = (event: ChannelEvent, viewer: AgentViewer) =>
   event.event === SESSION_ENDED &&
   ((event.data as { sessions?: string[] }).sessions ?? []).includes(sessionFingerprint(viewer.session.id));
 

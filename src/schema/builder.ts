@@ -1,7 +1,9 @@
 import SchemaBuilder from '@pothos/core';
 import type { Deps } from '../deps.js';
+import type { ChannelViewer } from '../resolvers/channels.js';
 import type { SessionPort } from '../resolvers/session.js';
 import type { AgentViewer, VisitorViewer } from '../resolvers/viewer.js';
+import type { ChannelEvent } from '../stores/bus.js';
 
 /** Per-operation context, built the same way for HTTP requests and WebSocket subscriptions. */
 export interface GraphQLContext {
@@ -18,6 +20,11 @@ export interface GraphQLContext {
   identity: 'agent' | 'visitor';
   wsAddress: string;
   clientIp: string;
+  /**
+   * Sockets only: starts delivering an authorized channel to this operation (src/subscriptions/
+   * fanout.ts writes its frames); the stream yields nothing and ends with the subscription.
+   */
+  openChannel?: (viewer: ChannelViewer, name: string, since: string | undefined) => AsyncIterable<ChannelEvent>;
 }
 
 export const builder = new SchemaBuilder<{

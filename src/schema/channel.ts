@@ -1,4 +1,5 @@
-import { subscribeChannel } from '../resolvers/channels.js';
+import { DomainError } from '../errors.js';
+import { authorizeChannel } from '../resolvers/channels.js';
 import { eventNames } from '../resolvers/event-catalog.js';
 import { channelName, eventId, parseInput } from '../resolvers/inputs.js';
 import { setAgentState } from '../resolvers/presence.js';
@@ -45,7 +46,11 @@ builder.subscriptionField('channel', (t) =>
       const since =
         args.since == null ? undefined : parseInput(eventId, positionOfSince(name, args.since) ?? args.since);
       const viewer = ctx.identity === 'visitor' ? await ctx.visitor() : await ctx.agent();
-      return subscribeChannel(ctx.deps, viewer, name, { since });
+      authorizeChannel(viewer, name);
+      // Delivered by the instance's fan-out (one execution and serialization per event), which
+      // only sockets reach; HTTP subscriptions are refused before execution (subscription-transport.ts).
+      if (!ctx.openChannel) throw new DomainError('BAD_USER_INPUT', 'Subscriptions are served over WebSocket only');
+      return ctx.openChannel(viewer, name, since);
     },
     resolve: (event) => event,
   }),

@@ -10,7 +10,6 @@ import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
 import { schema } from './index.js';
 import { securityPlugins } from './security.js';
-import { sharedChannelResults } from './shared-results.js';
 import { subscriptionsOverSocketsOnly } from './subscription-transport.js';
 
 /** Server context: the express request, or (for sockets) the context already built by ws.ts. */
@@ -37,12 +36,7 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     logging: false,
     // One operation per request: batching would multiply every limit below.
     batching: false,
-    plugins: [
-      ...securityPlugins(deps.config),
-      observabilityPlugin(deps),
-      subscriptionsOverSocketsOnly(),
-      sharedChannelResults(),
-    ],
+    plugins: [...securityPlugins(deps.config), observabilityPlugin(deps), subscriptionsOverSocketsOnly()],
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });

@@ -47,11 +47,12 @@ export interface EventBus {
    * ones, with no gap and no duplicate; a `history.gap` event first when some were dropped.
    * Without `since`, first a `subscribed` event whose id is the position to resume from.
    * Ends when `signal` aborts (promptly, even while waiting); throws SlowConsumerError when the
-   * consumer lets more than `maxQueued` live events pile up.
+   * consumer lets more than `maxQueued` live events pile up. With `replayOnly`, ends after the
+   * kept events (or the `subscribed` event) without listening: the caller listens on its own.
    */
   subscribe(
     channel: string,
-    opts?: { since?: EventId; signal?: AbortSignal; maxQueued?: number },
+    opts?: { since?: EventId; signal?: AbortSignal; maxQueued?: number; replayOnly?: boolean },
   ): AsyncGenerator<ChannelEvent>;
   close(): Promise<void>;
 }
@@ -140,7 +141,7 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
   return {
     publish: (channel, event, data) => backend.append(channel, event, data, new Date().toISOString()),
 
-    async *subscribe(channel, { since, signal, maxQueued = defaults.maxQueued } = {}) {
+    async *subscribe(channel, { since, signal, maxQueued = defaults.maxQueued, replayOnly = false } = {}) {
       // Live events wait here until the consumer pulls them; past `maxQueued` the queue is
       // dropped and the subscription ends, so a stalled consumer costs bounded memory.
       let queue: ChannelEvent[] = [];
@@ -159,7 +160,7 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
       const onAbort = () => wake?.();
       signal?.addEventListener('abort', onAbort);
       // Listen before reading history, so nothing published in between is missed.
-      await join(channel, listener);
+      if (!replayOnly) await join(channel, listener);
       try {
         let cursor = since;
         if (!cursor) {
@@ -179,7 +180,7 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
             if (events.length < REPLAY_PAGE) break;
           }
         }
-        while (!signal?.aborted) {
+        while (!signal?.aborted && !replayOnly) {
           if (overflowed) throw new SlowConsumerError(channel);
           const event = queue.shift();
           if (!event) {

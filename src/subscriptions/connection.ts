@@ -7,6 +7,7 @@ import type { SessionLayer } from '../http/session.js';
 import { type ChannelViewer, requireOwnAppkey, revalidateAgentSession } from '../resolvers/channels.js';
 import type { SessionPort } from '../resolvers/session.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
+import type { ChannelEvent } from '../stores/bus.js';
 import { type RealtimeLimits, realtimeLimitsOf } from './limits.js';
 
 /**
@@ -52,6 +53,8 @@ export interface TransportSocket {
   end(end: ConnectionEnd, reason: string): void;
   /** Subscriptions still running (the Session-end flush waits for them to deliver `session.ended`). */
   activeSubscriptions(): number;
+  /** The agent Session ended: subscriptions to channels other than the agent's get `event` as their last. */
+  sessionEnded(event: ChannelEvent): void;
 }
 
 /** A subscribe-rate window: at most `max` `subscribe` messages per `windowMs` per socket. */
@@ -262,8 +265,11 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
             presenceId = undefined;
             return resolved;
           }
+          // One watch per socket serves its subscriptions too (each used to hold its own).
           void deps.realtime.sessionEnds.watch(resolved, stop.signal).then((event) => {
-            if (event && !stop.signal.aborted) void endSession();
+            if (!event || stop.signal.aborted) return;
+            transport.sessionEnded(event);
+            void endSession();
           });
         }
         startRechecks();

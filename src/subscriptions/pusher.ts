@@ -11,11 +11,12 @@ import {
   verifyPrivateSubscription,
   visitorOfChannelCapability,
 } from '../resolvers/channel-auth.js';
-import { authorizeChannel, type ChannelViewer, subscribeChannel } from '../resolvers/channels.js';
+import { authorizeChannel, type ChannelViewer } from '../resolvers/channels.js';
 import { findMerchantByAppkey } from '../resolvers/merchant.js';
-import { type ChannelEvent, HISTORY_GAP, SlowConsumerError, SUBSCRIBED } from '../stores/bus.js';
+import { type ChannelEvent, HISTORY_GAP, SUBSCRIBED } from '../stores/bus.js';
 import { type Connection, type ConnectionCore, type ConnectionEnd, ConnectionRefused } from './connection.js';
-import { MAX_BUFFERED_BYTES, MAX_WS_PAYLOAD_BYTES } from './limits.js';
+import type { ChannelSubscription, Fanout, FanoutSocket, FrameFormat } from './fanout.js';
+import { MAX_WS_PAYLOAD_BYTES } from './limits.js';
 import { verifyOrigin } from './origin.js';
 
 /**
@@ -86,7 +87,12 @@ interface PusherMessage {
   data?: unknown;
 }
 
-export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'sessionIdOf'>, core: ConnectionCore) {
+export function createPusherServer(
+  deps: Deps,
+  sessions: Pick<SessionLayer, 'sessionIdOf'>,
+  core: ConnectionCore,
+  fanout: Fanout,
+) {
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: MAX_WS_PAYLOAD_BYTES,
@@ -94,22 +100,6 @@ export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'ses
     verifyClient: verifyOrigin(deps.config),
   });
   const finished = new Map<WebSocket, { connection?: Connection; done: Promise<void> }>();
-  // One serialized frame per (event, channel name) on the instance, shared by every subscriber.
-  const frames = new WeakMap<ChannelEvent, Map<string, string>>();
-  const frameOf = (event: ChannelEvent, channel: string) => {
-    let byChannel = frames.get(event);
-    if (!byChannel) {
-      byChannel = new Map();
-      frames.set(event, byChannel);
-    }
-    let frame = byChannel.get(channel);
-    if (frame === undefined) {
-      frame = JSON.stringify({ event: event.event, channel, data: JSON.stringify(event.data ?? null) });
-      byChannel.set(channel, frame);
-    }
-    return frame;
-  };
-
   wss.on('connection', (socket: WebSocket, request: IncomingMessage) => {
     let resolveDone = () => {};
     const entry: { connection?: Connection; done: Promise<void> } = {
@@ -149,13 +139,18 @@ export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'ses
     const collect = (raw: unknown) => early.push(String(raw));
     socket.on('message', collect);
 
-    const subscriptions = new Map<string, AbortController>();
+    // Pusher channel name (with its `private-` prefix) -> its subscription; undefined while authorizing.
+    const subscriptions = new Map<string, ChannelSubscription | undefined>();
+    let to: FanoutSocket | undefined;
     let connection: Connection;
     try {
       connection = core.open(
         {
           end: (why, reason) => socket.close(pusherCloseCodeOf[why], reason),
           activeSubscriptions: () => subscriptions.size,
+          sessionEnded: (event) => {
+            if (to) fanout.sessionEnded(to, event);
+          },
         },
         request,
       );
@@ -164,8 +159,16 @@ export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'ses
       return socket.close(pusherCloseCodeOf[error.end], error.message);
     }
     entry.connection = connection;
+    const fanoutSocket: FanoutSocket = {
+      socket,
+      connection,
+      slowReason: 'Slow consumer: reconnect',
+      subscriptions: new Set(),
+    };
+    to = fanoutSocket;
     socket.once('close', () => {
-      for (const stop of subscriptions.values()) stop.abort();
+      for (const sub of [...fanoutSocket.subscriptions]) fanout.end(sub);
+      subscriptions.clear();
       void connection.closed();
     });
 
@@ -285,36 +288,40 @@ export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'ses
         if (error instanceof DomainError) return subscriptionError(channel, error);
         throw error;
       }
-      const stop = new AbortController();
-      subscriptions.set(channel, stop);
+      subscriptions.set(channel, undefined);
       try {
         const viewer = await viewerFor(channel, auth);
+        if (!subscriptions.has(channel) || socket.readyState !== socket.OPEN) return release(); // unsubscribed meanwhile
         const name = channel.startsWith(PRIVATE_PREFIX) ? channel.slice(PRIVATE_PREFIX.length) : channel;
-        const events = subscribeChannel(deps, viewer, name, { signal: stop.signal });
-        // The first event is the `subscribed` marker: the bus subscription is live from here.
-        const first = await events.next();
-        if (first.done || stop.signal.aborted) return;
-        sendEvent('pusher_internal:subscription_succeeded', {}, channel);
-        for await (const event of events) {
-          if (event.event === SUBSCRIBED || event.event === HISTORY_GAP) continue; // no resume in this protocol
-          send(frameOf(event, channel));
-          if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
-            deps.metrics.eventDropped('slow_consumer');
-            return connection.end('slow_consumer', 'Slow consumer: reconnect');
-          }
-        }
+        const key = `pusher:${channel}`;
+        const sub = fanout.subscribe({
+          channel: name,
+          viewer,
+          to: fanoutSocket,
+          format: fanout.format(key, () => pusherFormat(key, channel)),
+          before: '',
+          after: '',
+          owner: {
+            ended(error) {
+              release();
+              if (subscriptions.get(channel) === sub) subscriptions.delete(channel);
+              if (error !== undefined && socket.readyState === socket.OPEN) refuse(channel, error);
+            },
+          },
+        });
+        if (!sub.ended) subscriptions.set(channel, sub);
       } catch (error) {
-        if (error instanceof SlowConsumerError) {
-          deps.metrics.eventDropped('slow_consumer');
-          return connection.end('slow_consumer', 'Slow consumer: reconnect');
-        }
-        const domain = classifyError(error);
-        if (domain.code === 'INTERNAL') deps.log.warn({ err: (error as Error).message }, 'pusher subscription failed');
-        subscriptionError(channel, domain);
-      } finally {
         release();
-        if (subscriptions.get(channel) === stop) subscriptions.delete(channel);
+        subscriptions.delete(channel);
+        refuse(channel, error);
       }
+    }
+
+    /** A subscription that could not be served: refused with its status (an unexpected error logged, masked). */
+    function refuse(channel: string, error: unknown) {
+      const domain = classifyError(error);
+      if (domain.code === 'INTERNAL') deps.log.warn({ err: (error as Error).message }, 'pusher subscription failed');
+      subscriptionError(channel, domain);
     }
 
     const onMessage = (raw: string) => {
@@ -341,9 +348,13 @@ export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'ses
           }
           if (connection.ending) return;
           return void subscribe(data.channel, data.auth);
-        case 'pusher:unsubscribe':
-          if (typeof data?.channel === 'string') subscriptions.get(data.channel)?.abort();
+        case 'pusher:unsubscribe': {
+          if (typeof data?.channel !== 'string') return;
+          const sub = subscriptions.get(data.channel);
+          subscriptions.delete(data.channel);
+          if (sub) fanout.end(sub);
           return;
+        }
         default:
           if (typeof message.event === 'string' && message.event.startsWith('client-')) {
             // Client events (peer-to-peer typing, …) are not relayed: everything on a channel
@@ -374,6 +385,25 @@ export function createPusherServer(deps: Deps, sessions: Pick<SessionLayer, 'ses
         }),
       );
       await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * A Pusher channel's frames: the bus event as it is (`data` a JSON string, as the protocol has
+ * it), serialized once per event for every socket subscribed under this channel name. The
+ * `subscribed` event is the moment the subscription is live: `subscription_succeeded`. There is
+ * no resume in this protocol, so no `history.gap` either.
+ */
+function pusherFormat(key: string, channel: string): FrameFormat {
+  return {
+    key,
+    payload(event: ChannelEvent) {
+      if (event.event === SUBSCRIBED) {
+        return JSON.stringify({ event: 'pusher_internal:subscription_succeeded', channel, data: '{}' });
+      }
+      if (event.event === HISTORY_GAP) return undefined;
+      return JSON.stringify({ event: event.event, channel, data: JSON.stringify(event.data ?? null) });
     },
   };
 }

@@ -1,7 +1,12 @@
 import type { IncomingMessage } from 'node:http';
 import {
+  createSourceEventStream,
+  type DocumentNode,
   type ExecutionArgs,
+  type ExecutionResult,
+  executeSync,
   GraphQLError,
+  getOperationAST,
   NoSchemaIntrospectionCustomRule,
   specifiedRules,
   type ValidationRule,
@@ -13,12 +18,13 @@ import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
 import { clientIp, TWO_IDENTITIES, wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
+import { describeOperation } from '../observability/graphql.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from '../schema/builder.js';
-import type { GraphQLServer } from '../schema/yoga.js';
-import { SlowConsumerError } from '../stores/bus.js';
+import { type GraphQLServer, toGraphQLError } from '../schema/yoga.js';
 import { wsCloseCodeOf } from './close-codes.js';
 import { type Connection, type ConnectionCore, ConnectionRefused, type SocketIdentity } from './connection.js';
+import type { ChannelSubscription, Fanout, FanoutSocket, FrameFormat, SubscriptionOwner } from './fanout.js';
 import { MAX_BUFFERED_BYTES, MAX_WS_PAYLOAD_BYTES } from './limits.js';
 import { verifyOrigin } from './origin.js';
 
@@ -39,6 +45,8 @@ type SocketContext = Context<Record<string, unknown>, Extra>;
 /** What this adapter keeps per socket: the core's connection, and the releases of its operations. */
 interface SocketRecord {
   connection: Connection;
+  /** The socket as the fan-out writes to it. */
+  to: FanoutSocket;
   ctx?: SocketContext;
   releases: Map<string, () => void>;
   /** Resolved once graphql-ws has finished with the socket (its onClose ran), for graceful shutdown. */
@@ -53,16 +61,19 @@ interface SocketRecord {
  * or the Session cookie of the upgrade request); the core's ends map to close codes in
  * close-codes.ts. An upgrade from a foreign browser Origin is refused with 403.
  *
- * Fan-out cost: a `channel` event is executed once per (document, variables) on the instance
- * (schema/shared-results.ts) and the Session-end watches of an agent's sockets share one bus
- * subscription (the real-time service); what remains per subscriber is its iterator chain and
- * graphql-ws serializing its `next` message (BENCHMARKS.md).
+ * Subscriptions (every one is a `channel` subscription: the schema has no other field) are
+ * delivered by the instance's fan-out (fanout.ts): the `channel` field's subscribe resolver runs
+ * once (arguments, identity, authorization, with the same errors as any resolver), then graphql-ws
+ * holds an `OperationHandle` that yields nothing and finishes when the fan-out or the client ends
+ * it, while the fan-out writes each `next` frame itself: executed and serialized once per
+ * (event, document, variables), the operation id spliced in (BENCHMARKS.md).
  */
 export function createSubscriptionServer(
   deps: Deps,
   yoga: GraphQLServer,
   sessions: Pick<SessionLayer, 'sessionIdOf'>,
   core: ConnectionCore,
+  fanout: Fanout,
 ) {
   const wss = new WebSocketServer({
     noServer: true,
@@ -86,10 +97,15 @@ export function createSubscriptionServer(
         {
           end: (why, reason) => socket.close(wsCloseCodeOf[why], reason),
           activeSubscriptions: () => Object.keys(records.get(socket)?.ctx?.subscriptions ?? {}).length,
+          sessionEnded: (event) => {
+            const to = records.get(socket)?.to;
+            if (to) fanout.sessionEnded(to, event);
+          },
         },
         request,
       );
-      records.set(socket, { connection, releases: new Map(), finished, finish });
+      const to = { socket, connection, slowReason: SLOW_REASON, subscriptions: new Set<ChannelSubscription>() };
+      records.set(socket, { connection, to, releases: new Map(), finished, finish });
     } catch (error) {
       if (!(error instanceof ConnectionRefused)) throw error;
       socket.close(wsCloseCodeOf[error.end], error.message);
@@ -112,6 +128,54 @@ export function createSubscriptionServer(
     if (!(error instanceof DomainError)) throw error;
     return [new GraphQLError(error.message, { extensions: { code: graphqlCodeOf(error.code) } })];
   };
+
+  /** Documents numbered once, so a format's key is short and stable: (document, operation, variables). */
+  const documentIds = new WeakMap<DocumentNode, number>();
+  let documents = 0;
+  const formatKey = ({ document, operationName, variableValues }: ExecutionArgs) => {
+    let n = documentIds.get(document);
+    if (n === undefined) {
+      n = ++documents;
+      documentIds.set(document, n);
+    }
+    return `graphql:${n}:${operationName ?? ''}:${JSON.stringify(variableValues ?? {})}`;
+  };
+
+  /**
+   * A subscription operation: runs the `channel` field's subscribe resolver with a passing
+   * context whose `openChannel` hands the subscription to the fan-out. Refusals come back as
+   * the resolver's errors, masked as on HTTP.
+   */
+  async function subscribeOperation(args: ExecutionArgs): Promise<ExecutionResult | OperationHandle> {
+    const { record, id } = args.rootValue as ChannelOperation;
+    const { field } = describeOperation(args.document, args.operationName);
+    deps.metrics.graphqlOperation('subscription', field);
+    const request = (record.ctx as SocketContext).extra.request;
+    const contextValue: GraphQLContext = {
+      ...socketContext(request, record.connection),
+      openChannel: (viewer, channel, since) => {
+        const handle = new OperationHandle(record, id, record.releases.get(id), deps, fanout);
+        const key = formatKey(args);
+        const format = fanout.format(key, () => graphqlFormat(key, args, deps));
+        handle.subscription = fanout.subscribe({
+          channel,
+          viewer,
+          to: record.to,
+          format,
+          before: `{"id":${JSON.stringify(id)},"type":"next","payload":`,
+          after: '}',
+          owner: handle,
+          since,
+        });
+        return handle;
+      },
+    };
+    const source = await createSourceEventStream({ ...args, contextValue, rootValue: undefined });
+    if (source instanceof OperationHandle) return source;
+    const errors = ((source as ExecutionResult).errors ?? []).map((error) => toGraphQLError(error, deps));
+    for (const error of errors) deps.metrics.graphqlError('subscription', field, String(error.extensions.code));
+    return { errors };
+  }
 
   const disposable = useServer<Record<string, unknown>, Extra>(
     {
@@ -152,7 +216,7 @@ export function createSubscriptionServer(
           return refusal(error);
         }
         record.releases.set(id, release);
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        const { schema, execute, contextFactory, parse, validate } = yoga.getEnveloped({
           req: ctx.extra.request,
           socketContext: socketContext(ctx.extra.request, record.connection),
           params: payload,
@@ -166,13 +230,24 @@ export function createSubscriptionServer(
             release();
             return errors;
           }
+          if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+            // No per-operation context is built or kept: `subscribe` below makes a passing one.
+            const root: ChannelOperation = { record, id };
+            return {
+              schema,
+              operationName: payload.operationName,
+              document,
+              variableValues: payload.variables,
+              rootValue: root,
+            } as ExecutionArgs;
+          }
           return {
             schema,
             operationName: payload.operationName,
             document,
             variableValues: payload.variables,
             contextValue: await contextFactory(),
-            rootValue: { execute, subscribe },
+            rootValue: { execute },
           } as ExecutionArgs;
         } catch (error) {
           release();
@@ -181,29 +256,19 @@ export function createSubscriptionServer(
         }
       },
       execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
-      subscribe: (args) => (args.rootValue as { subscribe: (a: ExecutionArgs) => never }).subscribe(args),
+      subscribe: (args) => subscribeOperation(args),
       onOperation: (ctx, id, _payload, _args, result) => {
         const record = records.get(ctx.extra.socket);
-        const release = record?.releases.get(id) ?? (() => {});
+        const release = record?.releases.get(id);
         record?.releases.delete(id);
-        if (!isAsyncIterable(result)) {
-          release(); // a single result (e.g. FORBIDDEN): the operation is over
-          return;
-        }
-        return followOperation(result, {
-          release,
-          onSlowConsumer: () => {
-            deps.metrics.eventDropped('slow_consumer');
-            record?.connection.end('slow_consumer', 'Slow consumer: reconnect and resume with since');
-          },
-        });
+        // A single result (a query, or a refused subscription): the operation is over. A
+        // subscription's handle releases its slot when it finishes.
+        if (!(result instanceof OperationHandle)) release?.();
       },
       onNext: (ctx) => {
         if (ctx.extra.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
           deps.metrics.eventDropped('slow_consumer');
-          records
-            .get(ctx.extra.socket)
-            ?.connection.end('slow_consumer', 'Slow consumer: reconnect and resume with since');
+          records.get(ctx.extra.socket)?.connection.end('slow_consumer', SLOW_REASON);
         }
       },
     },
@@ -240,48 +305,83 @@ export function createSubscriptionServer(
   };
 }
 
-const isAsyncIterable = (value: unknown): value is AsyncIterableIterator<unknown> =>
-  typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
+const SLOW_REASON = 'Slow consumer: reconnect and resume with since';
 
-/** Whether a subscription's stream gave up on a slow consumer (recognised by type, through GraphQL's wrapping). */
-function isSlowConsumer(error: unknown): boolean {
-  let e = error;
-  for (let depth = 0; depth < 5 && e instanceof Error; depth++) {
-    if (e instanceof SlowConsumerError) return true;
-    e = (e as GraphQLError).originalError;
-  }
-  return false;
+/** What onSubscribe leaves for `subscribe` in a subscription's root value. */
+interface ChannelOperation {
+  record: SocketRecord;
+  id: string;
 }
 
-/**
- * Passes a subscription's results through and releases its slot in the caps when it ends.
- * When its source gives up on a slow consumer (SlowConsumerError while streaming), the
- * connection is ended instead of sending an error, so the client reconnects and resumes.
- */
-function followOperation<T>(
-  source: AsyncIterableIterator<T>,
-  hooks: { release: () => void; onSlowConsumer: () => void },
-): AsyncIterableIterator<T> {
-  const iterator: AsyncIterableIterator<T> = {
-    async next() {
-      try {
-        const step = await source.next();
-        if (step.done) hooks.release();
-        return step;
-      } catch (error) {
-        hooks.release();
-        if (!isSlowConsumer(error)) throw error;
-        hooks.onSlowConsumer();
-        return { done: true, value: undefined };
-      }
+/** A `channel` selection executed once per event for every operation asking the same. */
+function graphqlFormat(key: string, args: ExecutionArgs, deps: Deps): FrameFormat {
+  const { schema, document, operationName, variableValues } = args;
+  return {
+    key,
+    payload(event) {
+      // ChannelEvent's fields are plain reads of the event: no resolver reads the context.
+      const result = executeSync({ schema, document, operationName, variableValues, rootValue: event });
+      return JSON.stringify(
+        result.errors ? { ...result, errors: result.errors.map((error) => toGraphQLError(error, deps)) } : result,
+      );
     },
-    return: () => {
-      hooks.release();
-      return source.return?.() ?? Promise.resolve({ done: true, value: undefined });
-    },
-    [Symbol.asyncIterator]: () => iterator,
   };
-  return iterator;
+}
+
+const DONE: IteratorResult<never> = { done: true, value: undefined };
+
+/**
+ * What graphql-ws holds for a subscription delivered by the fan-out: an iterator that yields
+ * nothing and finishes when the subscription ends — the fan-out ended it (`ended`), or the client
+ * completed it or left (`return`). Its end releases the operation's slot in the caps.
+ */
+class OperationHandle implements AsyncIterableIterator<never>, SubscriptionOwner {
+  subscription?: ChannelSubscription;
+  private done = false;
+  private finish?: (result: IteratorResult<never>) => void;
+
+  constructor(
+    private readonly record: SocketRecord,
+    private readonly id: string,
+    private readonly release: (() => void) | undefined,
+    private readonly deps: Deps,
+    private readonly fanout: Fanout,
+  ) {}
+
+  next(): Promise<IteratorResult<never>> {
+    if (this.done) return Promise.resolve(DONE);
+    return new Promise((resolve) => {
+      this.finish = resolve;
+    });
+  }
+
+  return(): Promise<IteratorResult<never>> {
+    if (this.subscription) this.fanout.end(this.subscription);
+    else this.ended();
+    return Promise.resolve(DONE);
+  }
+
+  throw(): Promise<IteratorResult<never>> {
+    return this.return();
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  ended(error?: unknown) {
+    if (this.done) return;
+    this.done = true;
+    this.release?.();
+    if (error !== undefined) {
+      const { socket } = this.record.to;
+      const masked = toGraphQLError(error, this.deps);
+      if (socket.readyState === socket.OPEN) {
+        socket.send(JSON.stringify({ id: this.id, type: 'next', payload: { errors: [masked] } }));
+      }
+    }
+    this.finish?.(DONE);
+  }
 }
 
 const SESSION_ID = /^[A-Za-z0-9_-]{16,128}$/;
