@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from './config.js';
+import type { Database } from './db/client.js';
 import { buildDeps, type Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
 import { cappedRawBody, declaredBodyCap } from './http/body-limit.js';
@@ -47,11 +48,14 @@ export interface App {
   stop(): Promise<void>;
 }
 
-/** The composition root: builds the whole gateway from a validated config. */
-export async function buildApp(config: Config, opts: { log?: Logger } = {}): Promise<App> {
+/**
+ * The composition root: builds the whole gateway from a validated config. `database`: an already
+ * opened database instead of the configured one (the app closes it on stop).
+ */
+export async function buildApp(config: Config, opts: { log?: Logger; database?: Database } = {}): Promise<App> {
   const log = opts.log ?? createLogger(config.logLevel);
   if (config.captchaTestAnswer) log.warn('CAPTCHA_TEST_ANSWER is set: every captcha has a fixed answer (tests only)');
-  const deps = await buildDeps(config, log);
+  const deps = await buildDeps(config, log, { database: opts.database });
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
   const yoga = createGraphQLServer(deps);

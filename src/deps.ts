@@ -41,8 +41,16 @@ export interface Deps {
   now: () => number;
 }
 
-export async function buildDeps(config: Config, log: Logger): Promise<Deps & { close(): Promise<void> }> {
-  const database = await openDatabase(config);
+/**
+ * Builds the deps from the config. `database`: an already opened database to use instead of the
+ * configured one (its ownership passes to the deps, which close it).
+ */
+export async function buildDeps(
+  config: Config,
+  log: Logger,
+  opts: { database?: Database } = {},
+): Promise<Deps & { close(): Promise<void> }> {
+  const database = opts.database ?? (await openDatabase(config));
   let redis: Redis | undefined;
   let subscriber: Redis | undefined;
   if (config.redisUrl) {

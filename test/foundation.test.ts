@@ -90,7 +90,8 @@ describe('configuration', () => {
 describe('health', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp();
+    // From an empty database, so the migrations (and the demo seed) run here, not in a template.
+    t = await startTestApp({ emptyDatabase: true });
   });
   afterAll(() => t.stop());
 

@@ -12,7 +12,7 @@ import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken } from '../../src/resolvers/visitor.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
-import { freshStores, type TestStores } from './test-app.js';
+import { freshStores, type TestStores, templateDatabase } from './test-app.js';
 
 /**
  * The domain-level harness: real stores (PGlite in memory, or a fresh PostgreSQL database when
@@ -52,7 +52,8 @@ const quietLog = () =>
 export function testDeps(): Promise<TestDeps> {
   shared ??= (async () => {
     const stores = await freshStores();
-    const deps = await buildDeps(testConfig(stores), quietLog());
+    const database = await templateDatabase(stores, 'migrated');
+    const deps = await buildDeps(testConfig(stores), quietLog(), { database });
     await deps.database.migrate();
     return { deps, stores };
   })();

@@ -2,9 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import postgres from 'postgres';
+import { inject } from 'vitest';
 import { type App, buildApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
+import type { Database } from '../../src/db/client.js';
 import { createLogger } from '../../src/log.js';
+import { openTemplateDatabase, type TemplateKind } from './pglite-template.js';
 
 /** The answer of every captcha in tests (CAPTCHA_TEST_ANSWER). */
 export const CAPTCHA = 'test1';
@@ -76,6 +79,16 @@ export async function freshStores(): Promise<TestStores> {
 }
 
 /**
+ * The embedded database of `stores` opened from this run's template (test/global-setup.ts), or
+ * undefined where the app opens its own: on PostgreSQL, or when no template was built.
+ */
+export async function templateDatabase(stores: TestStores, kind: TemplateKind): Promise<Database | undefined> {
+  const templates = inject('pgliteTemplates');
+  if (stores.databaseUrl || stores.pgliteDir !== 'memory://' || !templates) return undefined;
+  return openTemplateDatabase(templates[kind]);
+}
+
+/**
  * Starts the real gateway on a free port of 127.0.0.1 with demo data, on its own stores (or on
  * `stores` shared with another instance). `env` overrides environment variables.
  */
@@ -88,6 +101,8 @@ export async function startTestApp(
      * embedded stores, which loadConfig refuses (production requires PostgreSQL and Redis).
      */
     config?: Partial<Config>;
+    /** Start from an empty embedded database (migrations and demo seed run), not the template. */
+    emptyDatabase?: boolean;
   } = {},
 ): Promise<TestApp> {
   const stores = opts.stores ?? (await freshStores());
@@ -116,7 +131,10 @@ export async function startTestApp(
       done();
     },
   });
-  const app = await buildApp(config, { log: createLogger(config.logLevel, sink) });
+  const database = opts.emptyDatabase
+    ? undefined
+    : await templateDatabase(stores, config.demoSeed ? 'seeded' : 'migrated');
+  const app = await buildApp(config, { log: createLogger(config.logLevel, sink), database });
   const port = await app.start();
   return {
     app,

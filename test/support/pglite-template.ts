@@ -1,0 +1,76 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { loadConfig } from '../../src/config.js';
+import { type Database, pgliteDatabase } from '../../src/db/client.js';
+import { buildDeps } from '../../src/deps.js';
+import { createLogger } from '../../src/log.js';
+import { loadDemoDataIfEmpty } from '../../src/resolvers/demo.js';
+
+/**
+ * Embedded test databases from a template. PGlite's initdb, the migrations and the demo seed
+ * (argon2 hashes) cost seconds of CPU per database; test/global-setup.ts runs them once per test
+ * run and dumps the data directory, and each test's PGlite loads that dump instead (a fraction of
+ * a second). A test that checks migrating or seeding an empty database opts out
+ * (`startTestApp({ emptyDatabase: true })`, or opens its own).
+ */
+
+/** `migrated`: the schema only; `seeded`: the schema and the demo data (DEMO_SEED). */
+export type TemplateKind = 'migrated' | 'seeded';
+export type TemplateFiles = Record<TemplateKind, string>;
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The template dumps of this run (test/global-setup.ts); absent on real services. */
+    pgliteTemplates?: TemplateFiles;
+  }
+}
+
+/** Builds both templates into `dir`. */
+export async function buildTemplates(dir: string): Promise<TemplateFiles> {
+  // 1 MB WAL segments instead of 16 MB keep the dump small.
+  const client = await PGlite.create('memory://', { initDbStartParams: ['--wal-segsize=1'] });
+  // Every start zeroes shared_buffers (128 MB by default: most of a start's CPU); a test database
+  // holds a few hundred kilobytes. Fewer recycled WAL segments, again for the dump's size.
+  for (const setting of ["shared_buffers = '4MB'", "min_wal_size = '2MB'", "max_wal_size = '4MB'"]) {
+    await client.exec(`alter system set ${setting}`);
+  }
+  // template0 and template1 are half of the dump, and no test creates a database on PGlite.
+  await client.exec("update pg_database set datistemplate = false where datname in ('template0', 'template1')");
+  await client.exec('drop database template0');
+  await client.exec('drop database template1');
+
+  const database = pgliteDatabase(client);
+  await database.migrate();
+  const files: TemplateFiles = { migrated: join(dir, 'migrated.tar'), seeded: join(dir, 'seeded.tar') };
+  await dump(client, files.migrated);
+  // The same path as an app's start with DEMO_SEED on.
+  const config = loadConfig({ NODE_ENV: 'test', PGLITE_DIR: 'memory://', LOG_LEVEL: 'warn' });
+  const deps = await buildDeps(config, createLogger('warn'), { database });
+  await loadDemoDataIfEmpty(deps);
+  await dump(client, files.seeded);
+  await deps.close();
+  return files;
+}
+
+async function dump(client: PGlite, file: string) {
+  await client.exec('checkpoint'); // nothing left to replay when a copy starts
+  const tarball = await client.dumpDataDir('none');
+  await writeFile(file, new Uint8Array(await tarball.arrayBuffer()));
+}
+
+const dumps = new Map<string, Promise<ArrayBuffer>>();
+
+/** A new in-memory database with the template's contents; read once per worker. */
+export async function openTemplateDatabase(file: string): Promise<Database> {
+  let bytes = dumps.get(file);
+  if (!bytes) {
+    bytes = readFile(file).then((b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer);
+    dumps.set(file, bytes);
+  }
+  const tarball = await bytes;
+  // Node's Blob.arrayBuffer() reassembles a large Blob chunk by chunk (a few hundred ms here);
+  // PGlite only reads these bytes (it copies each file into its own file system).
+  const loadDataDir = Object.assign(new Blob(), { arrayBuffer: async () => tarball });
+  return pgliteDatabase(await PGlite.create('memory://', { loadDataDir }));
+}
