@@ -41,7 +41,8 @@ describe('Form values', () => {
     expect(parseInput(visitorReadInput, { seq: '12' })).toEqual({ seq: 12 });
     expect(parseInput(visitorReadInput, { seq: 12 })).toEqual({ seq: 12 });
     expect(parseInput(visitorReadInput, { seq: '0' })).toEqual({ seq: 0 });
-    for (const bad of ['1.5', '12abc', 'abc12', '', ' 1', '0x10', true])
+    // A repeated form field (an array) is not a number, even of one element.
+    for (const bad of ['1.5', '12abc', 'abc12', '', ' 1', '0x10', true, ['12']])
       expect(refusal(visitorReadInput, { seq: bad }), String(bad)).toMatch(/^seq /);
     // A negative number is read as one, so the answer names the bound it breaks.
     expect(refusal(visitorReadInput, { seq: '-1' })).toBe('seq Number must be greater than or equal to 0');
