@@ -10,12 +10,17 @@ export default {
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.domain.config.ts' },
   mutate: ['src/resolvers/**/*.ts', 'src/stores/bus.ts'],
+  // Documentation and log text are not mutated (scripts/stryker-text-ignorer.mjs says why).
+  plugins: ['@stryker-mutator/*', './scripts/stryker-text-ignorer.mjs'],
+  ignorers: ['documentation-and-logs'],
   coverageAnalysis: 'perTest',
   reporters: ['clear-text', 'progress', 'json'],
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   // This machine has two cores, shared.
   concurrency: 2,
   timeoutMS: 30_000,
+  // The initial run (every domain test, instrumented) takes minutes on a loaded machine; Stryker's default allows 5.
+  dryRunTimeoutMinutes: 30,
   tempDirName: '.stryker-tmp',
   ignorePatterns: ['.data', 'dist', 'reports', 'coverage', 'test-results', '.scratch', 'bench', 'examples'],
   cleanTempDir: 'always',

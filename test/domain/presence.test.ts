@@ -1,0 +1,185 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agents } from '../../src/db/schema.js';
+import { globalChannel } from '../../src/resolvers/events.js';
+import {
+  CONNECTION_TTL_MS,
+  createPresenceTracker,
+  readAgentState,
+  setAgentState,
+  settleExpiredPresence,
+} from '../../src/resolvers/presence.js';
+import type { AgentViewer } from '../../src/resolvers/viewer.js';
+import {
+  codeOf,
+  eventually,
+  factories,
+  recordEvents,
+  releaseTestDeps,
+  type TestDeps,
+  type TestMerchant,
+  testDeps,
+} from '../support/deps.js';
+
+/**
+ * README "Presence (`agent.state`)": offline unless connected; busy or away when chosen; each
+ * change published once on `global-{bid}` with its reason.
+ */
+let deps: TestDeps;
+let make: ReturnType<typeof factories>;
+beforeAll(async () => {
+  deps = await testDeps();
+  make = factories(deps);
+});
+afterAll(async () => {
+  await make?.cleanup();
+  await releaseTestDeps();
+});
+
+/** An agent and a recorder of its merchant's `agent.state` events as [state, reason]. */
+async function watched(opts: { level?: 'agent' | 'ticket_agent' } = {}) {
+  const merchant: TestMerchant = await make.merchant();
+  const agent = await make.agent(merchant, opts);
+  const recorder = recordEvents(deps, [globalChannel(merchant.bid)]);
+  await recorder.ready;
+  const states = () =>
+    recorder.of('agent.state').map((e) => {
+      const d = e.data as { agent_id: string; state: string; reason: string };
+      expect(d.agent_id).toBe(agent.agentId);
+      return [d.state, d.reason];
+    });
+  /** Everything published so far has arrived (a marker published after it has). */
+  const settled = async () => {
+    const marker = `test.marker.${recorder.events.length}`;
+    await deps.bus.publish(globalChannel(merchant.bid), marker, {});
+    await eventually(() => recorder.of(marker).length === 1, 'the marker');
+  };
+  return { merchant, agent, recorder, states, settled };
+}
+
+const manualState = async (agent: AgentViewer) =>
+  (await deps.db.select().from(agents).where(eq(agents.id, agent.agentId)))[0]?.manualState;
+
+describe('agent state', () => {
+  it('connected: online; busy and away when chosen; online again when cleared — each change once, reason manual', async () => {
+    const w = await watched();
+    expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+    await make.online(w.agent);
+    expect(await readAgentState(deps, w.agent.agent)).toBe('online');
+    expect((await setAgentState(deps, w.agent, 'busy')).manualState).toBe('busy');
+    expect(await readAgentState(deps, w.agent.agent)).toBe('busy');
+    await setAgentState(deps, w.agent, 'busy'); // no change, no event
+    await setAgentState(deps, w.agent, 'away');
+    expect(await manualState(w.agent)).toBe('away');
+    expect((await setAgentState(deps, w.agent, 'online')).manualState).toBeNull();
+    await setAgentState(deps, w.agent, 'busy');
+    await setAgentState(deps, w.agent, null);
+    expect(await manualState(w.agent)).toBeNull();
+    await w.settled();
+    expect(w.states()).toEqual([
+      ['online', 'connected'],
+      ['busy', 'manual'],
+      ['away', 'manual'],
+      ['online', 'manual'],
+      ['busy', 'manual'],
+      ['online', 'manual'],
+    ]);
+    w.recorder.stop();
+  });
+
+  it('a state chosen while offline is kept for the next connection, and publishes nothing now', async () => {
+    const w = await watched();
+    await setAgentState(deps, w.agent, 'away');
+    expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+    await w.settled();
+    expect(w.states()).toEqual([]);
+    await make.online(await make.agentViewer(w.agent.agentId));
+    await w.settled();
+    expect(w.states()).toEqual([['away', 'connected']]);
+    w.recorder.stop();
+  });
+
+  it('offline cannot be chosen, nor any state but busy, away and online', async () => {
+    const w = await watched();
+    for (const state of ['offline', 'sleeping', 'BUSY', '']) {
+      expect(await codeOf(setAgentState(deps, w.agent, state)), state).toBe('BAD_USER_INPUT');
+    }
+    expect(await manualState(w.agent)).toBeNull();
+  });
+
+  it('a ticket agent has no online reception: never online, no state to choose, no presence', async () => {
+    const w = await watched({ level: 'ticket_agent' });
+    expect(await codeOf(setAgentState(deps, w.agent, 'busy'))).toBe('FORBIDDEN');
+    const tracker = createPresenceTracker(deps);
+    expect(await tracker.connected(w.agent)).toBeUndefined();
+    expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+    await tracker.close();
+    await w.settled();
+    expect(w.states()).toEqual([]);
+    w.recorder.stop();
+  });
+
+  it("the agent must still be its merchant's (SESSION_MISMATCH otherwise)", async () => {
+    const w = await watched();
+    const other = await make.merchant();
+    const moved: AgentViewer = { ...w.agent, merchantId: other.merchantId };
+    expect(await codeOf(setAgentState(deps, moved, 'busy'))).toBe('SESSION_MISMATCH');
+    expect(await manualState(w.agent)).toBeNull();
+  });
+});
+
+describe('connections', () => {
+  it('the last connection closed: offline after the grace period, reason disconnected', async () => {
+    const w = await watched();
+    // No grace period: the settle follows the close at once (its timer still runs after it).
+    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 0 } });
+    const first = await tracker.connected(w.agent);
+    const second = await tracker.connected(w.agent);
+    expect(first).toBeDefined();
+    expect(second).not.toBe(first);
+    await tracker.disconnected(first);
+    await tracker.disconnected(first); // already closed: nothing more
+    await tracker.disconnected(undefined);
+    await w.settled();
+    expect(await readAgentState(deps, w.agent.agent)).toBe('online');
+    await tracker.disconnected(second);
+    await eventually(() => w.states().length === 2, 'offline');
+    expect(w.states()).toEqual([
+      ['online', 'connected'],
+      ['offline', 'disconnected'],
+    ]);
+    expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+    await tracker.close();
+    w.recorder.stop();
+  });
+
+  it('within the grace period a closed connection still counts: a reload does not flap', async () => {
+    const w = await watched();
+    const tracker = createPresenceTracker(deps);
+    await tracker.disconnected(await tracker.connected(w.agent));
+    await settleExpiredPresence(deps);
+    expect(await readAgentState(deps, w.agent.agent)).toBe('online');
+    // close() drops the pending grace timer: nothing is settled after shutdown.
+    await tracker.close();
+    await w.settled();
+    expect(w.states()).toEqual([['online', 'connected']]);
+    w.recorder.stop();
+  });
+
+  it('connections left behind by a crashed instance expire: the sweep takes their agent offline', async () => {
+    const w = await watched();
+    const crashed = createPresenceTracker(deps);
+    await crashed.connected(w.agent);
+    await settleExpiredPresence({ ...deps, now: () => Date.now() + CONNECTION_TTL_MS - 1_000 });
+    expect(await readAgentState(deps, w.agent.agent)).toBe('online');
+    await settleExpiredPresence({ ...deps, now: () => Date.now() + CONNECTION_TTL_MS + 1_000 });
+    expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+    await w.settled();
+    expect(w.states()).toEqual([
+      ['online', 'connected'],
+      ['offline', 'disconnected'],
+    ]);
+    await crashed.close();
+    w.recorder.stop();
+  });
+});
