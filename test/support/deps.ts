@@ -4,6 +4,7 @@ import { eq } from 'drizzle-orm';
 import { type Config, loadConfig } from '../../src/config.js';
 import { agents, merchants } from '../../src/db/schema.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
+import { DomainError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { createAgent, createMerchant } from '../../src/resolvers/admin.js';
 import { assignAgent } from '../../src/resolvers/conversations.js';
@@ -87,6 +88,35 @@ const stubSession = (state: SessionPort['state']): SessionPort => ({
   save: async () => {},
   destroy: async () => {},
 });
+
+/**
+ * A Session as the HTTP adapter gives it to the domain, kept in memory: `regenerate` issues a new
+ * ID with an empty state (as express-session does), and the counters say what the domain did.
+ */
+export function testSession(state: SessionPort['state'] = {}) {
+  let id = `test-${randomBytes(6).toString('hex')}`;
+  const session = {
+    get id() {
+      return id;
+    },
+    state,
+    saves: 0,
+    regenerations: 0,
+    destroyed: false,
+    async regenerate() {
+      session.regenerations++;
+      id = `test-${randomBytes(6).toString('hex')}`;
+      for (const key of Object.keys(session.state)) delete session.state[key as keyof SessionPort['state']];
+    },
+    async save() {
+      session.saves++;
+    },
+    async destroy() {
+      session.destroyed = true;
+    },
+  };
+  return session satisfies SessionPort;
+}
 
 export interface TestMerchant {
   merchantId: string;
@@ -224,6 +254,12 @@ export function recordEvents(deps: Deps, channels: string[]) {
     ready: Promise.all(ready),
     of: (name: string, channel?: string) =>
       events.filter((e) => e.event === name && (channel === undefined || e.channel === channel)),
+    /** The first event `name` recorded (on `channel`), once it arrives. */
+    first: (name: string, channel?: string) =>
+      eventually(
+        () => events.find((e) => e.event === name && (channel === undefined || e.channel === channel)),
+        `${name} on ${channel ?? channels.join(', ')}`,
+      ) as Promise<ChannelEvent>,
     stop: () => controller.abort(),
   };
 }
@@ -243,3 +279,29 @@ export async function eventually<T>(check: () => T | Promise<T>, what: string, m
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+/** The current value of a counter of `deps.metrics` (0 when it was never counted), from its exposition. */
+export async function metricValue(deps: Deps, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of (await deps.metrics.render()).split('\n')) {
+    const match = /^([a-z_]+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const have = match[2]?.split(',') ?? [];
+    if (wanted.every((w) => have.includes(w))) return Number(match[3]);
+  }
+  return 0;
+}
+
+/** The domain's error code of a rejected call ('no error' when it resolved); other errors go on. */
+export async function codeOf(work: Promise<unknown>): Promise<string> {
+  try {
+    await work;
+  } catch (error) {
+    if (error instanceof DomainError) return error.code;
+    throw error;
+  }
+  return 'no error';
+}
+
+/** A client address of its own, so a test's address limits never meet another's. */
+export const clientIp = () => `10.${randomBytes(3).join('.')}`;
