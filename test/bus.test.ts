@@ -1,7 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChannelEvent, type EventBus, memoryEventBus, redisEventBus } from '../src/stores/bus.js';
+import {
+  type ChannelEvent,
+  type EventBus,
+  memoryEventBus,
+  redisEventBus,
+  SlowConsumerError,
+} from '../src/stores/bus.js';
+import { compareIds } from '../src/stores/event-id.js';
 import { connectRedis, redisReady } from '../src/stores/redis.js';
+import { hasRedisServer, type PrivateService, startPrivateRedis } from './support/private-services.js';
 import { describeWhen } from './support/required.js';
 
 /**
@@ -10,11 +18,14 @@ import { describeWhen } from './support/required.js';
  * while the replay is still running, which reaches the subscription twice (from the history it
  * is reading and from the live listener it joined first) and must be delivered once.
  */
-function sinceContract(makeBus: () => Promise<{ bus: EventBus; close(): Promise<void> }>) {
+/** The history size of the buses under test: small, so a test can overflow it. */
+const SMALL_HISTORY = 3;
+
+function sinceContract(makeBus: (historySize: number) => Promise<{ bus: EventBus; close(): Promise<void> }>) {
   let bus: EventBus;
   let close: () => Promise<void>;
   beforeAll(async () => {
-    ({ bus, close } = await makeBus());
+    ({ bus, close } = await makeBus(1000));
   });
   afterAll(() => close());
 
@@ -72,28 +83,131 @@ function sinceContract(makeBus: () => Promise<{ bus: EventBus; close(): Promise<
       await resumed.return(undefined);
     }
   });
+
+  it('without since: first `subscribed` at the channel position (resuming from it misses nothing), then live events', async () => {
+    const name = channel();
+    const before = await bus.publish(name, 'before', { n: 0 });
+    const controller = new AbortController();
+    const live = bus.subscribe(name, { signal: controller.signal });
+    try {
+      const first = await next(live, 'subscribed');
+      expect(first).toMatchObject({ id: before.id, channel: name, event: 'subscribed', data: {} });
+      const published = await bus.publish(name, 'after', { n: 1 });
+      expect(published).toMatchObject({ channel: name, event: 'after', data: { n: 1 } });
+      expect(await next(live, 'after')).toEqual(published);
+      expect(compareIds(published.id, before.id)).toBeGreaterThan(0);
+      // A fresh channel has a position too, and resuming from it counts nothing as lost.
+      const fresh = channel();
+      const empty = bus.subscribe(fresh, { signal: controller.signal });
+      const position = (await next(empty, 'subscribed')).id;
+      const resumed = bus.subscribe(fresh, { since: position, signal: controller.signal });
+      const pending = next(resumed, 'the first event');
+      const event = await bus.publish(fresh, 'first', {});
+      expect(await pending).toEqual(event);
+      await Promise.all([empty.return(undefined), resumed.return(undefined)]);
+    } finally {
+      controller.abort();
+      await live.return(undefined);
+    }
+  });
+
+  it('a since before the kept history starts with history.gap, then what is kept; an unknown channel is all gap', async () => {
+    const small = await makeBus(SMALL_HISTORY);
+    const bus = small.bus;
+    const name = channel();
+    const start = await bus.publish(name, 'dropped.0', {});
+    for (let i = 1; i <= 5; i++) await bus.publish(name, `dropped.${i}`, {});
+    const kept: string[] = [];
+    for (let i = 0; i < SMALL_HISTORY; i++) kept.push((await bus.publish(name, `kept.${i}`, {})).event);
+    const controller = new AbortController();
+    const resumed = bus.subscribe(name, { since: start.id, signal: controller.signal });
+    try {
+      expect(await next(resumed, 'history.gap')).toMatchObject({
+        id: start.id,
+        channel: name,
+        event: 'history.gap',
+        data: { since: start.id },
+      });
+      const replayed: string[] = [];
+      for (let i = 0; i < SMALL_HISTORY; i++) replayed.push((await next(resumed, 'a kept event')).event);
+      expect(replayed).toEqual(kept);
+      const unknown = bus.subscribe(channel(), { since: start.id, signal: controller.signal });
+      expect((await next(unknown, 'history.gap')).event).toBe('history.gap');
+      await unknown.return(undefined);
+    } finally {
+      controller.abort();
+      await resumed.return(undefined);
+      await small.close();
+    }
+  });
+
+  it('a consumer more than maxQueued live events behind is ended as a slow consumer (RATE_LIMITED)', async () => {
+    const name = channel();
+    const controller = new AbortController();
+    const slow = bus.subscribe(name, { signal: controller.signal, maxQueued: 2 });
+    const watcher = bus.subscribe(name, { signal: controller.signal });
+    try {
+      await next(slow, 'subscribed');
+      await next(watcher, 'subscribed');
+      const third = (await Promise.all([1, 2, 3].map((n) => bus.publish(name, `e${n}`, {}))))[2];
+      while ((await next(watcher, 'the third event')).id !== third?.id);
+      const error = await slow.next().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(SlowConsumerError);
+      expect(error).toMatchObject({ code: 'RATE_LIMITED', channel: name });
+      // Two behind is within the bound.
+      const patient = bus.subscribe(name, { signal: controller.signal, maxQueued: 2 });
+      await next(patient, 'subscribed');
+      const two = [await bus.publish(name, 'f1', {}), await bus.publish(name, 'f2', {})];
+      while ((await next(watcher, 'f2')).id !== two[1]?.id);
+      expect([(await next(patient, 'f1')).id, (await next(patient, 'f2')).id]).toEqual(two.map((e) => e.id));
+      await patient.return(undefined);
+    } finally {
+      controller.abort();
+      await Promise.all([slow.return(undefined), watcher.return(undefined)]);
+    }
+  });
+
+  it('aborting ends a subscription that is waiting for events, at once', async () => {
+    const controller = new AbortController();
+    const idle = bus.subscribe(channel(), { signal: controller.signal });
+    await next(idle, 'subscribed');
+    const ended = idle.next();
+    controller.abort();
+    expect(await ended).toEqual({ done: true, value: undefined });
+  });
 }
 
 describe('event bus in process: since replay', () => {
-  sinceContract(async () => {
-    const bus = memoryEventBus({ historySize: 1000 });
+  sinceContract(async (historySize) => {
+    const bus = memoryEventBus({ historySize });
     return { bus, close: () => bus.close() };
   });
 });
 
+// On REDIS_URL, or else on a private redis-server when the machine has one (so the Redis bus is
+// tested, and mutated, in the embedded mode too).
+const privateRedis = !process.env.REDIS_URL && hasRedisServer();
 describeWhen(
-  Boolean(process.env.REDIS_URL),
+  Boolean(process.env.REDIS_URL) || privateRedis,
   'REQUIRE_SERVICES',
   'event bus on Redis: since replay',
-  'REDIS_URL is unset',
+  'REDIS_URL is unset and redis-server is not installed',
   () => {
-    sinceContract(async () => {
-      const url = process.env.REDIS_URL as string;
+    let server: PrivateService | undefined;
+    beforeAll(async () => {
+      if (privateRedis) server = await startPrivateRedis();
+    });
+    afterAll(() => server?.destroy());
+    sinceContract(async (historySize) => {
+      const url = process.env.REDIS_URL ?? (server as PrivateService).url;
       const prefix = `parley-test:${randomBytes(6).toString('hex')}:`;
       const redis = connectRedis(url, { keyPrefix: prefix });
       const subscriber = connectRedis(url);
       await Promise.all([redisReady(redis), redisReady(subscriber)]);
-      const bus = redisEventBus({ redis, subscriber, prefix, historySize: 1000, historyTtlSeconds: 60 });
+      const bus = redisEventBus({ redis, subscriber, prefix, historySize, historyTtlSeconds: 60 });
       return {
         bus,
         async close() {
