@@ -1,4 +1,4 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { loadConfig } from '../../src/config.js';
@@ -61,8 +61,11 @@ async function dump(client: PGlite, file: string) {
 
 const dumps = new Map<string, Promise<ArrayBuffer>>();
 
-/** A new in-memory database with the template's contents; read once per worker. */
-export async function openTemplateDatabase(file: string): Promise<Database> {
+/**
+ * A new database with the template's contents (the dump is read once per worker), in memory or
+ * in `dir`, which must hold no database yet.
+ */
+export async function openTemplateDatabase(file: string, dir = 'memory://'): Promise<Database> {
   let bytes = dumps.get(file);
   if (!bytes) {
     bytes = readFile(file).then((b) => b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer);
@@ -72,5 +75,6 @@ export async function openTemplateDatabase(file: string): Promise<Database> {
   // Node's Blob.arrayBuffer() reassembles a large Blob chunk by chunk (a few hundred ms here);
   // PGlite only reads these bytes (it copies each file into its own file system).
   const loadDataDir = Object.assign(new Blob(), { arrayBuffer: async () => tarball });
-  return pgliteDatabase(await PGlite.create('memory://', { loadDataDir }));
+  if (dir !== 'memory://') await mkdir(dir, { recursive: true });
+  return pgliteDatabase(await PGlite.create(dir, { loadDataDir }));
 }

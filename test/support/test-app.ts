@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import postgres from 'postgres';
@@ -79,13 +81,17 @@ export async function freshStores(): Promise<TestStores> {
 }
 
 /**
- * The embedded database of `stores` opened from this run's template (test/global-setup.ts), or
- * undefined where the app opens its own: on PostgreSQL, or when no template was built.
+ * The embedded database of `stores` opened from this run's template (test/global-setup.ts): in
+ * memory, or in a directory that holds no database yet (a restart test's second app reopens what
+ * the first left). Undefined where the app opens its own: on PostgreSQL, an existing directory,
+ * or when no template was built.
  */
 export async function templateDatabase(stores: TestStores, kind: TemplateKind): Promise<Database | undefined> {
   const templates = inject('pgliteTemplates');
-  if (stores.databaseUrl || stores.pgliteDir !== 'memory://' || !templates) return undefined;
-  return openTemplateDatabase(templates[kind]);
+  if (stores.databaseUrl || !templates) return undefined;
+  if (stores.pgliteDir === 'memory://') return openTemplateDatabase(templates[kind]);
+  if (existsSync(join(stores.pgliteDir, 'PG_VERSION'))) return undefined;
+  return openTemplateDatabase(templates[kind], stores.pgliteDir);
 }
 
 /**
