@@ -170,6 +170,18 @@ function sinceContract(makeBus: (historySize: number) => Promise<{ bus: EventBus
     }
   });
 
+  it('replayOnly: the kept events after since (or the subscribed event), then the end, without listening', async () => {
+    const name = channel();
+    const start = await bus.publish(name, 'start', {});
+    const kept = [await bus.publish(name, 'k1', {}), await bus.publish(name, 'k2', {})];
+    const replayed: ChannelEvent[] = [];
+    for await (const event of bus.subscribe(name, { since: start.id, replayOnly: true })) replayed.push(event);
+    expect(replayed).toEqual(kept);
+    const fresh: ChannelEvent[] = [];
+    for await (const event of bus.subscribe(name, { replayOnly: true })) fresh.push(event);
+    expect(fresh.map((e) => [e.event, e.id])).toEqual([['subscribed', kept[1]?.id]]);
+  });
+
   it('aborting ends a subscription that is waiting for events, at once', async () => {
     const controller = new AbortController();
     const idle = bus.subscribe(channel(), { signal: controller.signal });

@@ -4,6 +4,7 @@ import { agents } from '../../src/db/schema.js';
 import {
   authorizeChannel,
   endsSession,
+  eventFate,
   isGatewayEventName,
   publishEvent,
   requireOwnAppkey,
@@ -11,6 +12,7 @@ import {
 } from '../../src/resolvers/channels.js';
 import { eventNames } from '../../src/resolvers/event-catalog.js';
 import { agentChannel, globalChannel, SESSION_ENDED, sessionFingerprint } from '../../src/resolvers/events.js';
+import { createRealtimeService } from '../../src/resolvers/realtime.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import {
   codeOf,
@@ -96,6 +98,35 @@ describe('Session end', () => {
     expect(endsSession(ended({ sessions: [mine] }, 'agent.logout'), agent)).toBe(false);
     // The fingerprint, never the Session ID itself, is what the event carries.
     expect(endsSession(ended({ sessions: [agent.session.id] }), agent)).toBe(false);
+  });
+
+  it("an agent's own channel delivers its Session's end as the last event and skips other Sessions' ends", async () => {
+    const merchant = await make.merchant();
+    const agent = await make.agent(merchant);
+    const visitor = await make.visitor(merchant);
+    const own = agentChannel(agent.agentId);
+    const mine = ended({ reason: 'logout', sessions: [sessionFingerprint(agent.session.id)] });
+    const other = ended({ reason: 'logout', sessions: ['someone-else'] });
+    expect(eventFate(agent, own, mine)).toBe('last');
+    expect(eventFate(agent, own, other)).toBe('skip');
+    expect(eventFate(agent, own, ended({}, 'agent.login'))).toBe('deliver');
+    // Elsewhere the end is watched beside the channel (SessionEndWatches); a visitor's channel just delivers.
+    expect(eventFate(agent, globalChannel(merchant.bid), mine)).toBe('deliver');
+    expect(eventFate(visitor, visitor.channel, mine)).toBe('deliver');
+  });
+
+  it("the instance's real-time service settles every Session-end wait when it stops", async () => {
+    const merchant = await make.merchant();
+    const agent = await make.agent(merchant);
+    const service = createRealtimeService(deps);
+    service.start();
+    service.start();
+    const wait = service.sessionEnds.watch(agent, new AbortController().signal);
+    const connection = await service.presence.connected(agent);
+    expect(connection).toBeDefined();
+    await service.presence.disconnected(connection);
+    await service.stop();
+    expect(await wait).toBeUndefined();
   });
 
   it('re-checking a live Session keeps the connection', async () => {
