@@ -1,10 +1,11 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import {
   CONNECTION_TTL_MS,
   createPresenceTracker,
+  HEARTBEAT_MS,
   readAgentState,
   setAgentState,
   settleExpiredPresence,
@@ -181,5 +182,31 @@ describe('connections', () => {
     ]);
     await crashed.close();
     w.recorder.stop();
+  });
+
+  it('the heartbeat brings back a connection dropped as expired (a stalled instance)', async () => {
+    const w = await watched();
+    // Only the heartbeat's interval is faked: the work it starts runs for real.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const tracker = createPresenceTracker(deps);
+    try {
+      tracker.start();
+      tracker.start(); // one heartbeat, not two
+      await tracker.connected(w.agent);
+      await settleExpiredPresence({ ...deps, now: () => Date.now() + CONNECTION_TTL_MS + 1_000 });
+      expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+      vi.advanceTimersByTime(HEARTBEAT_MS);
+      await eventually(async () => (await readAgentState(deps, w.agent.agent)) === 'online', 'back online');
+      await w.settled();
+      expect(w.states()).toEqual([
+        ['online', 'connected'],
+        ['offline', 'disconnected'],
+        ['online', 'connected'],
+      ]);
+    } finally {
+      await tracker.close();
+      vi.useRealTimers();
+      w.recorder.stop();
+    }
   });
 });
