@@ -3,6 +3,7 @@ import type { WebSocket } from 'ws';
 import { publishEvent } from '../src/resolvers/channels.js';
 import type { VisitorViewer } from '../src/resolvers/viewer.js';
 import type { EventBus } from '../src/stores/bus.js';
+import { compareIds } from '../src/stores/event-id.js';
 import type { Connection } from '../src/subscriptions/connection.js';
 import { createFanout, type FanoutSocket, type FrameFormat } from '../src/subscriptions/fanout.js';
 import { eventually, factories, releaseTestDeps, type TestDeps, testDeps } from './support/deps.js';
@@ -158,5 +159,46 @@ describe('fan-out: one listener per channel, one serialization per event and for
     expect(a.frames.some((frame) => frame.includes('after.leave'))).toBe(false);
     f.fanout.end([...b.to.subscriptions][0] as never);
     await eventually(() => f.open.count === 0, 'every subscription released');
+  });
+});
+
+describe('fan-out: subscribers joining while events flow', () => {
+  it('each subscriber gets every event after its position exactly once, in order (resuming or not)', async () => {
+    const f = await fixture();
+    // Records each event's id, so order, gaps and duplicates show.
+    const format: FrameFormat = {
+      key: 'ids',
+      payload: (event) => JSON.stringify({ id: event.id, event: event.event }),
+    };
+    const published: string[] = [];
+    const publishMany = async (n: number) => {
+      // Published in one go: the channel's feed takes them after the store has them.
+      const ids = await Promise.all(Array.from({ length: n }, (_, i) => f.publish(`flow.${i}`)));
+      published.push(...ids.map((e) => e.id));
+    };
+    await publishMany(5);
+    const subscribers: { frames: string[]; since?: string }[] = [];
+    for (let round = 0; round < 10; round++) {
+      const sinceId = published[published.length - 3];
+      const batch = Array.from({ length: 10 }, (_, i) => ({
+        ...recordingSocket(),
+        since: i % 2 ? sinceId : undefined,
+      }));
+      for (const s of batch) f.subscribe(s.to, format, `s${subscribers.length}`, s.since);
+      subscribers.push(...batch);
+      await publishMany(10); // while the new ones catch up
+    }
+    await publishMany(50);
+    const last = published[published.length - 1];
+    await eventually(
+      () => subscribers.every((s) => s.frames.some((frame) => payloadOf(frame).id === last)),
+      'the last event at every subscriber',
+    );
+    for (const s of subscribers) {
+      const ids: string[] = s.frames.map((frame) => payloadOf(frame).id);
+      // A resuming subscriber's position is its since; a new one's is its `subscribed` event's id.
+      const position = s.since ?? (ids.shift() as string);
+      expect(ids).toEqual(published.filter((id) => compareIds(id, position) > 0));
+    }
   });
 });

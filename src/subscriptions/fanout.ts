@@ -51,6 +51,12 @@ export interface ChannelSubscription {
   readonly owner: SubscriptionOwner;
   /** Live events that arrived while catching up (undefined once live). */
   pending: ChannelEvent[] | undefined;
+  /**
+   * Where the catch-up ended, until the first live event after it: the feed may still be behind
+   * the store the catch-up read (events queued or not yet read from Redis), and what it covered
+   * must not be delivered again.
+   */
+  covered: EventId | undefined;
   ended: boolean;
 }
 
@@ -66,7 +72,9 @@ interface Feed {
 
 export interface Fanout {
   /** Starts a subscription (authorization is the caller's); it catches up, then goes live. */
-  subscribe(spec: Omit<ChannelSubscription, 'pending' | 'ended'> & { since?: EventId }): ChannelSubscription;
+  subscribe(
+    spec: Omit<ChannelSubscription, 'pending' | 'covered' | 'ended'> & { since?: EventId },
+  ): ChannelSubscription;
   /** Ends a subscription (idempotent); its owner is told. */
   end(subscription: ChannelSubscription, error?: unknown): void;
   /** The agent Session of a socket ended: its subscriptions to other channels than the agent's get the event as their last. */
@@ -113,9 +121,16 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
     const payloads = new Map<FrameFormat, string | undefined>();
     let delivered = 0;
     for (const sub of feed.subscriptions) {
-      if (!sub.pending) delivered += deliver(sub, event, payloads);
-      else if (sub.pending.length < DEFAULT_MAX_QUEUED_EVENTS) sub.pending.push(event);
-      else slow(sub.to); // fell behind while catching up: it resumes with since
+      if (sub.pending) {
+        if (sub.pending.length < DEFAULT_MAX_QUEUED_EVENTS) sub.pending.push(event);
+        else slow(sub.to); // fell behind while catching up: it resumes with since
+        continue;
+      }
+      if (sub.covered) {
+        if (compareIds(event.id, sub.covered) <= 0) continue;
+        sub.covered = undefined;
+      }
+      delivered += deliver(sub, event, payloads);
     }
     if (delivered > 0) deps.metrics.eventDelivered(delivered);
   }
@@ -175,6 +190,7 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
         if (sub.ended) break;
         if (!cursor || compareIds(event.id, cursor) > 0) delivered += deliver(sub, event);
       }
+      sub.covered = cursor;
       if (delivered > 0) deps.metrics.eventDelivered(delivered);
     } catch (error) {
       end(sub, error);
@@ -199,7 +215,7 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
 
   return {
     subscribe({ since, ...spec }) {
-      const sub: ChannelSubscription = { ...spec, pending: [], ended: false };
+      const sub: ChannelSubscription = { ...spec, pending: [], covered: undefined, ended: false };
       const shared = formats.get(sub.format.key);
       if (shared) shared.users++;
       const feed = feedOf(sub.channel);
