@@ -10,6 +10,13 @@ export interface Subscribers {
   deliveries: number;
   latencies: number[];
   recordLatency: boolean;
+  /**
+   * With `sequence`: from now on every socket must get the benchmark events numbered `first`,
+   * `first + 1`, … (their data's `n`; readiness probes are negative and ignored).
+   */
+  expectFrom(first: number): void;
+  /** With `sequence`: the sockets that got exactly the events `first` … `end - 1`, each once, in order. */
+  exactUpTo(end: number): number;
   close(): void;
 }
 
@@ -24,17 +31,40 @@ export async function connectSubscribers(opts: {
   pusher?: { channel: string; event: string };
   /** Where a frame carries its publication time (default: the fan-out events' `"t":<ms>`). */
   stamp?: RegExp;
+  /** Check each socket's sequence of event numbers (see `expectFrom`). */
+  sequence?: boolean;
 }): Promise<Subscribers> {
   // A Pusher frame carries `data` as a JSON string: its quotes are escaped.
   const stamp = opts.stamp ?? (opts.pusher ? /\\"t\\":(\d+)/ : /"t":(\d+)/);
   const pusherEvent = opts.pusher && `{"event":${JSON.stringify(opts.pusher.event)},`;
-  const subs: Subscribers = { deliveries: 0, latencies: [], recordLatency: false, close: () => {} };
+  // Per socket: the next event number it should get, and whether it got one out of sequence.
+  const next: number[] = [];
+  const wrong: boolean[] = [];
+  let tracking = false;
+  const subs: Subscribers = {
+    deliveries: 0,
+    latencies: [],
+    recordLatency: false,
+    expectFrom(first) {
+      next.fill(first);
+      wrong.fill(false);
+      tracking = true;
+    },
+    exactUpTo: (end) => next.filter((n, i) => n === end && !wrong[i]).length,
+    close: () => {},
+  };
   const sockets: WebSocket[] = [];
-  const onMessage = (raw: WebSocket.RawData) => {
+  const onMessage = (slot: number) => (raw: WebSocket.RawData) => {
     const text = raw.toString();
     if (opts.graphql && !text.startsWith('{"id"')) return;
     if (pusherEvent && !text.startsWith(pusherEvent)) return;
     subs.deliveries++;
+    if (tracking) {
+      // `"n":5`, or `"n\":5` inside a Pusher frame's data string.
+      const n = Number(/"n\\?":(-?\d+)/.exec(text)?.[1] ?? -1);
+      if (n === next[slot]) next[slot] = n + 1;
+      else if (n >= 0) wrong[slot] = true; // a duplicate, a gap or a reordering
+    }
     if (subs.recordLatency) {
       const t = Number(stamp.exec(text)?.[1]);
       if (t) subs.latencies.push(Date.now() - t);
@@ -43,12 +73,16 @@ export async function connectSubscribers(opts: {
   const open = (): Promise<void> =>
     new Promise((resolve, reject) => {
       const ws = opts.graphql ? new WebSocket(opts.wsUrl, 'graphql-transport-ws') : new WebSocket(opts.wsUrl);
+      const slot = sockets.length;
+      next.push(0);
+      wrong.push(false);
       ws.once('close', (code, reason) => reject(new Error(`closed ${code} ${reason}`)));
       sockets.push(ws);
       ws.once('error', reject);
       ws.once('open', () => {
         if (opts.pusher) {
           const { channel } = opts.pusher;
+          const received = onMessage(slot);
           ws.on('message', (raw) => {
             const text = raw.toString();
             if (text.includes('"pusher:connection_established"')) {
@@ -58,13 +92,13 @@ export async function connectSubscribers(opts: {
             } else if (text.includes('"pusher:subscription_error"')) {
               reject(new Error(`not subscribed: ${text}`));
             } else {
-              onMessage(raw);
+              received(raw);
             }
           });
           return;
         }
         if (!opts.graphql) {
-          ws.on('message', onMessage);
+          ws.on('message', onMessage(slot));
           return resolve();
         }
         const { init, channel } = opts.graphql;
@@ -78,7 +112,7 @@ export async function connectSubscribers(opts: {
               payload: { query: SUBSCRIBE, variables: { name: channel } },
             }),
           );
-          ws.on('message', onMessage);
+          ws.on('message', onMessage(slot));
           resolve();
         });
       });
