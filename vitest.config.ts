@@ -21,6 +21,10 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // One module graph per worker, not per file: importing the gateway's modules costs seconds of
+    // CPU, and no test relies on fresh module state (fake timers are restored in \`finally\`, apps
+    // and sockets are stopped in afterAll).
+    isolate: false,
     fileParallelism: true,
     maxWorkers: 2,
   },
