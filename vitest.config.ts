@@ -22,7 +22,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     // One module graph per worker, not per file: importing the gateway's modules costs seconds of
-    // CPU, and no test relies on fresh module state (fake timers are restored in \`finally\`, apps
+    // CPU, and no test relies on fresh module state (fake timers are restored in `finally`, apps
     // and sockets are stopped in afterAll).
     isolate: false,
     fileParallelism: true,
