@@ -93,6 +93,15 @@ describe('authorization endpoint: private- channels', () => {
     }
   });
 
+  it('an identity whose merchant is gone gets no signature (FORBIDDEN)', async () => {
+    const { agent } = await merchantWithAgent();
+    const orphan = { ...agent, merchantId: `gone-${process.pid}` };
+    const channelName = `private-${agentChannel(agent.agentId)}`;
+    expect(
+      await codeOf(authorizePrivateChannel(deps, orphan, agentGrant('s'), { socketId: socketId(), channelName })),
+    ).toBe('FORBIDDEN');
+  });
+
   it('a channel of 200 characters is judged by the channel rules, not refused as too long', async () => {
     const { agent } = await merchantWithAgent();
     const name = `private-${'x'.repeat(192)}`;

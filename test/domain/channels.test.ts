@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import {
   authorizeChannel,
@@ -12,6 +12,12 @@ import {
 } from '../../src/resolvers/channels.js';
 import { eventNames } from '../../src/resolvers/event-catalog.js';
 import { agentChannel, globalChannel, SESSION_ENDED, sessionFingerprint } from '../../src/resolvers/events.js';
+import {
+  CONNECTION_TTL_MS,
+  HEARTBEAT_MS,
+  readAgentState,
+  settleExpiredPresence,
+} from '../../src/resolvers/presence.js';
 import { createRealtimeService } from '../../src/resolvers/realtime.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import {
@@ -48,6 +54,16 @@ describe('channel rules', () => {
     for (const name of [other.channel, globalChannel(merchant.bid), `${visitor.channel} `]) {
       expect(await refusal(() => authorizeChannel(visitor, name)), name).toBe('FORBIDDEN');
     }
+  });
+
+  it('a refused channel name is echoed at most 100 characters long', async () => {
+    const merchant = await make.merchant();
+    const visitor = await make.visitor(merchant);
+    const long = `x${'y'.repeat(1000)}`;
+    const error = await Promise.resolve()
+      .then(() => authorizeChannel(visitor, long))
+      .catch((e: Error) => e);
+    expect((error as Error).message).toBe(`Not allowed to subscribe to channel "x${'y'.repeat(99)}"`);
   });
 
   it("an agent listens to agent-{its id} and global-{its merchant's bid} only; a ticket agent to none", async () => {
@@ -115,18 +131,32 @@ describe('Session end', () => {
     expect(eventFate(visitor, visitor.channel, mine)).toBe('deliver');
   });
 
-  it("the instance's real-time service settles every Session-end wait when it stops", async () => {
+  it("the instance's real-time service runs the presence heartbeat once started, and stops it and every Session-end wait", async () => {
     const merchant = await make.merchant();
     const agent = await make.agent(merchant);
+    const swept = { ...deps, now: () => Date.now() + CONNECTION_TTL_MS + 1_000 };
+    // Only the heartbeat's interval is faked: the work it starts runs for real.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     const service = createRealtimeService(deps);
-    service.start();
-    service.start();
-    const wait = service.sessionEnds.watch(agent, new AbortController().signal);
-    const connection = await service.presence.connected(agent);
-    expect(connection).toBeDefined();
-    await service.presence.disconnected(connection);
-    await service.stop();
-    expect(await wait).toBeUndefined();
+    try {
+      service.start();
+      const wait = service.sessionEnds.watch(agent, new AbortController().signal);
+      expect(await service.presence.connected(agent)).toBeDefined();
+      // The store drops the connection as expired; the heartbeat brings it back.
+      await settleExpiredPresence(swept);
+      expect(await readAgentState(deps, agent.agent)).toBe('offline');
+      vi.advanceTimersByTime(HEARTBEAT_MS);
+      await eventually(async () => (await readAgentState(deps, agent.agent)) === 'online', 'the heartbeat');
+      await service.stop();
+      expect(await wait).toBeUndefined();
+      // Stopped: no heartbeat any more.
+      await settleExpiredPresence(swept);
+      vi.advanceTimersByTime(HEARTBEAT_MS);
+      expect(vi.getTimerCount()).toBe(0);
+      expect(await readAgentState(deps, agent.agent)).toBe('offline');
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('re-checking a live Session keeps the connection', async () => {
