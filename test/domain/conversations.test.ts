@@ -112,6 +112,12 @@ describe('Reading a conversation', () => {
     const second = await assignAgent(deps, visitor);
     expect(second.conversationId).not.toBe(queued.conversationId);
     expect((await loadConversation(deps, visitor))?.conversationId).toBe(second.conversationId);
+    // Of two closed conversations, the newer one.
+    await closeConversation(deps, visitor);
+    expect(await loadConversation(deps, agent, { visitorId: visitor.visitorId })).toMatchObject({
+      conversationId: second.conversationId,
+      state: 'closed',
+    });
   });
 });
 
