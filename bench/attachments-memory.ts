@@ -1,67 +1,74 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type S3Server, startS3Server } from '../test/support/s3.js';
+import { freePort } from './lib.js';
 
 /**
- * `npx tsx bench/attachments-memory.ts [MiB]`: how much the gateway's memory grows while it
- * receives one large video upload (default 100 MiB, the demo merchant's video limit).
+ * `npx tsx bench/attachments-memory.ts [MiB] [--driver=local|s3]`: how much the gateway's memory
+ * grows while it receives one large video upload (default 100 MiB, the demo merchant's video
+ * limit), on each storage driver (default both; s3 against an s3rver process, as the tests do).
  *
- * The gateway runs as its own process (embedded PGlite, local storage in a temporary
- * directory); its resident set (VmRSS in /proc) is sampled every 10 ms. The figure is the
- * highest sample during the upload minus the resident set just before it, after a warm-up
- * upload that loads every code path once; five rounds, each against the resident set just before it. A gateway that buffered the body would grow by the
- * file's size.
+ * The gateway runs as its own process (embedded PGlite, the scratch directory in a temporary
+ * directory) with `bench/memory-probe.mjs` preloaded. After a 4 MiB warm-up upload:
+ * - RSS rounds (the first is the first large upload after start): the probe samples the process
+ *   every 5 ms and reports the highest resident set, heap and arrayBuffers against their values
+ *   just before the upload. Garbage not yet collected counts: this is what an operator sees.
+ * - live rounds: the probe forces full collections 200 ms after the previous ones during the upload and reports the
+ *   highest live heap (heapUsed + external) against the live heap just before: what the upload
+ *   really holds. A gateway that buffered the body would show the file's size in both.
  */
 
 const MIB = 1048576;
-const sizeMiB = Number(process.argv[2] ?? 100);
+const args = process.argv.slice(2);
+const sizeMiB = Number(args.find((a) => /^\d+$/.test(a)) ?? 100);
 const size = sizeMiB * MIB;
-const ROUNDS = 5;
+const driverArg = args.find((a) => a.startsWith('--driver='))?.slice('--driver='.length);
+const drivers = driverArg ? [driverArg as 'local' | 's3'] : (['local', 's3'] as const);
+const RSS_ROUNDS = 5;
+const LIVE_ROUNDS = 3;
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
+type Memory = Record<'rss' | 'heapUsed' | 'external' | 'arrayBuffers' | 'live', number>;
 
-const rssOf = (pid: number) => {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
-};
+const fmt = (n: number) => (n / MIB).toFixed(1);
 
-async function main() {
+async function measure(driver: 'local' | 's3') {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'parley-bench-attachments-'));
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: {
-      ...process.env,
-      NODE_ENV: 'test',
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      PGLITE_DIR: 'memory://',
-      DEMO_SEED: 'on',
-      ATTACHMENTS_DIR: dir,
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: '',
-      REDIS_URL: '',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const base = `http://127.0.0.1:${port}`;
+  let s3: S3Server | undefined;
+  let child: ChildProcess | undefined;
   try {
-    const deadline = Date.now() + 60_000;
+    s3 = driver === 's3' ? await startS3Server('parley-bench') : undefined;
+    child = spawn(process.execPath, ['--import', './bench/memory-probe.mjs', '--import', 'tsx', 'src/main.ts'], {
+      env: {
+        ...process.env,
+        NODE_ENV: 'test',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        PGLITE_DIR: 'memory://',
+        DEMO_SEED: 'on',
+        ATTACHMENTS_DIR: dir,
+        LOG_LEVEL: 'warn',
+        // The live rounds' forced collections slow the upload down: more than the default 30 s.
+        HTTP_REQUEST_TIMEOUT_MS: '3600000',
+        DATABASE_URL: '',
+        REDIS_URL: '',
+        ...(s3 ? s3.env() : { STORAGE_DRIVER: 'local' }),
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const gateway = child;
+    const base = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 180_000;
     while (
       !(await fetch(`${base}/healthz`).then(
         (r) => r.ok,
         () => false,
       ))
     ) {
-      if (Date.now() > deadline) throw new Error('the gateway did not start');
+      if (Date.now() > deadline || gateway.exitCode !== null) throw new Error('the gateway did not start');
       await new Promise((r) => setTimeout(r, 200));
     }
     const token = await fetch(`${base}/visitor/token`, {
@@ -72,37 +79,51 @@ async function main() {
       .then((r) => r.json())
       .then((b) => (b as { data: { token: string } }).data.token);
 
-    const pid = child.pid as number;
-    await uploadVideo(base, token, 4 * MIB); // warm-up: every code path loaded once
-    const fmt = (n: number) => (n / MIB).toFixed(1);
-    const growths: number[] = [];
-    for (let round = 1; round <= ROUNDS; round++) {
-      await new Promise((r) => setTimeout(r, 500));
-      const before = rssOf(pid);
-      let peak = before;
-      const sampler = setInterval(() => {
-        peak = Math.max(peak, rssOf(pid));
-      }, 10);
+    /** One upload while the probe watches; the probe's {before, peak}. */
+    const watched = async (live: boolean) => {
+      await new Promise((r) => setTimeout(r, 300));
+      gateway.send({ cmd: 'watch', live });
       const started = performance.now();
       const answer = await uploadVideo(base, token, size);
       const seconds = (performance.now() - started) / 1000;
-      clearInterval(sampler);
-      peak = Math.max(peak, rssOf(pid));
       if (answer.code !== 0) throw new Error(`upload refused: ${JSON.stringify(answer)}`);
-      growths.push(peak - before);
+      const report = new Promise<{ before: Memory; peak: Memory }>((resolve) => gateway.once('message', resolve));
+      gateway.send({ cmd: 'stop' });
+      return { seconds, ...(await report) };
+    };
+
+    await uploadVideo(base, token, 4 * MIB); // warm-up: every code path loaded once
+    console.log(`\n${driver} storage, ${sizeMiB} MiB video uploads:`);
+    console.log('| round | upload | RSS before | RSS growth | heapUsed growth | arrayBuffers growth |');
+    console.log('|---|---|---|---|---|---|');
+    const rss: number[] = [];
+    for (let round = 1; round <= RSS_ROUNDS; round++) {
+      const { seconds, before, peak } = await watched(false);
+      rss.push(peak.rss - before.rss);
       console.log(
-        `round ${round}: ${sizeMiB} MiB ${answer.data?.kind} (${answer.data?.size} bytes) in ${seconds.toFixed(1)} s: ` +
-          `gateway RSS ${fmt(before)} MiB before, peak ${fmt(peak)} MiB, growth ${fmt(peak - before)} MiB`,
+        `| ${round} | ${seconds.toFixed(1)} s | ${fmt(before.rss)} MiB | ${fmt(peak.rss - before.rss)} MiB | ` +
+          `${fmt(peak.heapUsed - before.heapUsed)} MiB | ${fmt(peak.arrayBuffers - before.arrayBuffers)} MiB |`,
       );
     }
-    const sorted = [...growths].sort((a, b) => a - b);
+    const live: number[] = [];
+    for (let round = 1; round <= LIVE_ROUNDS; round++) {
+      const { before, peak } = await watched(true);
+      live.push(peak.live - before.live);
+      console.log(
+        `live round ${round}: heapUsed +${fmt(peak.heapUsed - before.heapUsed)} external +${fmt(peak.external - before.external)} arrayBuffers +${fmt(peak.arrayBuffers - before.arrayBuffers)} rss +${fmt(peak.rss - before.rss)}`,
+      );
+    }
     console.log(
-      `RSS growth during a ${sizeMiB} MiB upload over ${ROUNDS} rounds: median ${fmt(sorted[Math.floor(ROUNDS / 2)] ?? 0)} MiB, ` +
-        `max ${fmt(sorted[ROUNDS - 1] ?? 0)} MiB`,
+      `${driver}: RSS growth ${rss.map(fmt).join(' / ')} MiB (first / later rounds), at most ${fmt(Math.max(...rss))} MiB; ` +
+        `live heap growth (forced full collections) ${live.map(fmt).join(' / ')} MiB`,
     );
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    if (child && child.exitCode === null) {
+      const exited = new Promise((r) => child?.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await s3?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -118,6 +139,7 @@ function uploadVideo(base: string, token: string, bytes: number) {
   const chunk = Buffer.alloc(65536, 0x42);
   const first = Buffer.alloc(65536, 0x42);
   Buffer.from('\0\0\0\x18ftypisom\0\0\0\0isomiso2', 'latin1').copy(first);
+  let sent = 0;
   return new Promise<{ code: number; msg: string; data?: { kind: string; size: number } }>((resolve, reject) => {
     const req = request(
       `${base}/visitor/upload`,
@@ -130,16 +152,22 @@ function uploadVideo(base: string, token: string, bytes: number) {
         },
       },
       (res) => {
+        if (res.statusCode !== 200) console.error(`upload answered ${res.statusCode} after ${sent} bytes`);
         let text = '';
         res.on('data', (d) => {
           text += d;
         });
-        res.on('end', () => resolve(JSON.parse(text)));
+        res.on('end', () => {
+          try {
+            resolve(JSON.parse(text));
+          } catch {
+            reject(new Error(`upload answered ${res.statusCode} without an envelope: ${text.slice(0, 200)}`));
+          }
+        });
       },
     );
-    req.on('error', reject);
+    req.on('error', (error) => reject(new Error(`upload failed after ${sent} bytes: ${error.message}`)));
     req.write(head);
-    let sent = 0;
     const more = () => {
       while (sent < bytes) {
         const n = Math.min(65536, bytes - sent);
@@ -153,4 +181,4 @@ function uploadVideo(base: string, token: string, bytes: number) {
   });
 }
 
-await main();
+for (const driver of drivers) await measure(driver);

@@ -1,8 +1,16 @@
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { conversations, messages } from '../src/db/schema.js';
 import { newId } from '../src/ids.js';
-import { claimAttachmentForMessage, removeUnreferencedAttachments, uploaderOf } from '../src/resolvers/attachments.js';
+import {
+  CRASH_LEFTOVER_MS,
+  claimAttachmentForMessage,
+  removeOrphanObjects,
+  removeUnreferencedAttachments,
+  uploaderOf,
+} from '../src/resolvers/attachments.js';
 import { ALL_ON, attachmentsWorld, DRIVERS, setMerchant, stored, upload } from './attachments.fixtures.js';
 import { agentSession, visitorToken } from './support/clients.js';
 import { withClockAhead } from './support/test-app.js';
@@ -265,6 +273,36 @@ describe.each(DRIVERS)('attachments: download (%s storage)', (driver) => {
       expect((await get(w.t.url, dropped.url)).status).toBe(404);
       const [keptRow] = after.rows.filter((r) => r.id === kept.attachment_id);
       expect(keptRow?.referencedAt).toBeInstanceOf(Date);
+    });
+
+    it('objects no row names (a crash between storing and recording) are removed after an hour; others stay', async () => {
+      const deps = w.t.app.deps;
+      const own = await visitorToken(w.t.url);
+      const recorded = (await upload(w.t.url, Buffer.from('%PDF-1.4 recorded'), { bearer: own.token })).body.data;
+      const merchantId = (await stored(w)).rows.find((r) => r.id === recorded.attachment_id)?.merchantId;
+      // What a crash after the PUT and before the row's insert leaves: the object and its thumbnail.
+      const orphan = newId('att');
+      const orphanKeys = [`${merchantId}/${orphan}`, `${merchantId}/${orphan}.thumb.webp`];
+      // A bucket may be shared: a key that is not an upload's is never touched.
+      const foreign = 'elsewhere/report.txt';
+      const source = join(w.dir, 'orphan-source');
+      for (const key of [...orphanKeys, foreign]) {
+        writeFileSync(source, 'x');
+        await w.storage.putFile(key, source, { contentType: 'application/octet-stream', size: 1 });
+      }
+      rmSync(source, { force: true });
+
+      // Younger than an hour: the upload may still be about to record it.
+      expect(await removeOrphanObjects(deps, w.storage)).toBe(0);
+      expect((await stored(w)).objects).toEqual(expect.arrayContaining(orphanKeys));
+      const removed = await withClockAhead(w.t, CRASH_LEFTOVER_MS + 60_000, () => removeOrphanObjects(deps, w.storage));
+      expect(removed).toBe(2);
+      const objects = (await stored(w)).objects;
+      expect(objects.filter((k) => k.includes(orphan))).toEqual([]);
+      expect(objects).toContain(`${merchantId}/${recorded.attachment_id}`);
+      expect(objects).toContain(foreign);
+      expect((await get(w.t.url, recorded.url)).status).toBe(200);
+      await w.storage.delete(foreign);
     });
   });
 });

@@ -13,6 +13,7 @@ import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
 import type { ObjectStorage } from '../stores/storage/index.js';
+import { countStreamedBytes } from '../stores/storage/stream-garbage.js';
 import type { AttachmentView } from './event-catalog.js';
 import { loadUploadPolicy, uploadLimitsOf } from './merchant.js';
 import type { AgentViewer, VisitorViewer } from './viewer.js';
@@ -29,8 +30,11 @@ const MAX_IMAGE_PIXELS = 50_000_000;
 export const MULTIPART_ALLOWANCE = 16 * 1024;
 /** Bytes read before the type is decided from them. */
 const SNIFF_BYTES = 4096;
-/** Uploads in progress older than this are leftovers of a crash, removed by the cleanup job. */
-const STALE_INCOMING_MS = 3600_000;
+/**
+ * Scratch files older than this, and stored objects this old that no attachment row names, are
+ * leftovers of a crash (an upload takes far less), removed by the cleanup job.
+ */
+export const CRASH_LEFTOVER_MS = 3600_000;
 
 /** Who uploads: an attachment belongs to its uploader and the uploader's merchant. */
 export interface Uploader {
@@ -253,6 +257,8 @@ class UploadInspector extends Transform {
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback) {
     try {
       this.bytes += chunk.length;
+      // Each body chunk is a fresh Buffer (the HTTP parser's copy): keep their garbage bounded.
+      countStreamedBytes(chunk.length);
       if (!this.decided) {
         this.head.push(chunk);
         this.headBytes += chunk.length;
@@ -609,22 +615,67 @@ export async function removeUnreferencedAttachments(deps: Deps, storage: ObjectS
   for (const entry of entries) {
     const path = join(incomingDir(deps), entry);
     const info = await stat(path).catch(() => undefined);
-    if (info && Date.now() - info.mtimeMs > STALE_INCOMING_MS) await rm(path, { force: true });
+    if (info && Date.now() - info.mtimeMs > CRASH_LEFTOVER_MS) await rm(path, { force: true });
   }
   if (removed > 0) deps.log.info({ removed }, 'unreferenced attachments removed');
   return removed;
 }
 
-/** The periodic cleanup, started and stopped by the composition root. */
+/** An object key of an upload (`{merchant_id}/{attachment_id}`, or its thumbnail's): the attachment id. */
+const UPLOAD_KEY = /^[^/]+\/(att_[A-Za-z0-9_-]+)(\.thumb\.webp)?$/;
+
+/**
+ * Removes stored objects that no attachment row names, written more than CRASH_LEFTOVER_MS ago:
+ * an upload's object is stored before its row is written, so a crash in between (or a failed
+ * removal) leaves one. Only keys shaped as an upload's are considered, so other objects in a
+ * shared bucket are never touched. Returns how many objects went.
+ */
+export async function removeOrphanObjects(deps: Deps, storage: ObjectStorage): Promise<number> {
+  const before = new Date(deps.now() - CRASH_LEFTOVER_MS);
+  let removed = 0;
+  for await (const keys of storage.listWrittenBefore('', before)) {
+    const idOfKey = new Map<string, string>();
+    for (const key of keys) {
+      const id = UPLOAD_KEY.exec(key)?.[1];
+      if (id) idOfKey.set(key, id);
+    }
+    if (idOfKey.size === 0) continue;
+    const rows = await deps.db
+      .select({ id: attachments.id })
+      .from(attachments)
+      .where(inArray(attachments.id, [...new Set(idOfKey.values())]));
+    const recorded = new Set(rows.map((r) => r.id));
+    for (const [key, id] of idOfKey) {
+      if (recorded.has(id)) continue;
+      await storage.delete(key);
+      removed++;
+    }
+  }
+  if (removed > 0) deps.log.info({ removed }, 'attachment objects without a row removed');
+  return removed;
+}
+
+/**
+ * The periodic cleanup, started and stopped by the composition root: unreferenced uploads and
+ * scratch files on every run, objects without a row on the first run and then once an hour
+ * (that lists the whole bucket).
+ */
 export function startAttachmentCleanup(
   deps: Deps,
   storage: ObjectStorage,
   opts: { intervalMs?: number } = {},
 ): { stop(): Promise<void> } {
   const intervalMs = opts.intervalMs ?? Math.min(300_000, deps.config.attachments.unreferencedTtlSeconds * 250);
+  let orphansDue = 0;
+  const run = async () => {
+    await removeUnreferencedAttachments(deps, storage);
+    if (Date.now() < orphansDue) return;
+    orphansDue = Date.now() + CRASH_LEFTOVER_MS;
+    await removeOrphanObjects(deps, storage);
+  };
   let running: Promise<unknown> | undefined;
   const timer = setInterval(() => {
-    running ??= removeUnreferencedAttachments(deps, storage)
+    running ??= run()
       .catch((error) => deps.log.warn({ err: String(error) }, 'attachment cleanup failed'))
       .finally(() => {
         running = undefined;

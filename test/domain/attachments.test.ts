@@ -12,6 +12,7 @@ import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import {
   authorizeDownload,
+  CRASH_LEFTOVER_MS,
   claimAttachmentForMessage,
   cleanFileName,
   declareKind,
@@ -626,12 +627,22 @@ describe('Messages and cleanup', () => {
     expect((await kept(m.merchantId)).rows).toBe(0);
   });
 
-  it('the periodic cleanup runs by itself and stops', async () => {
+  it('the periodic cleanup runs by itself and stops; its first run removes objects without a row', async () => {
     const { m, uploader } = await shop();
     const old = new Date(deps.now() - deps.config.attachments.unreferencedTtlSeconds * 1000 - 60_000);
     await insertAttachment(m.merchantId, uploader, { createdAt: old });
+    // An object a crash left without its row, two hours ago.
+    const orphan = `${m.merchantId}/${newId('att')}`;
+    const file = join(dir, 'orphan-source');
+    await writeFile(file, 'x');
+    await storage.putFile(orphan, file, { contentType: 'text/plain', size: 1 });
+    const twoHoursAgo = new Date(deps.now() - 2 * CRASH_LEFTOVER_MS);
+    await utimes(join(dir, 'objects', orphan), twoHoursAgo, twoHoursAgo);
     const cleanup = startAttachmentCleanup(deps, storage, { intervalMs: 20 });
-    await eventually(async () => (await kept(m.merchantId)).rows === 0, 'the periodic cleanup');
+    await eventually(async () => {
+      const now = await kept(m.merchantId);
+      return now.rows === 0 && now.objects === 0;
+    }, 'the periodic cleanup');
     await cleanup.stop();
   });
 });

@@ -24,6 +24,8 @@ export interface ObjectStorage {
   delete(key: string): Promise<void>;
   /** The keys that start with `prefix` (maintenance and tests). */
   list(prefix: string): Promise<string[]>;
+  /** The keys that start with `prefix` of objects written before `before`, a page at a time (the orphan sweep). */
+  listWrittenBefore(prefix: string, before: Date): AsyncIterable<string[]>;
   close(): Promise<void>;
 }
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { copyFile, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import type { ByteRange, ObjectStorage } from './index.js';
 import { isSafeKey } from './index.js';
@@ -48,19 +48,37 @@ export function localObjectStorage(dir: string): ObjectStorage {
     async delete(key) {
       await rm(pathOf(key), { force: true });
     },
-    async list(prefix) {
-      const entries = await readdir(root, { recursive: true, withFileTypes: true }).catch(
-        (error: NodeJS.ErrnoException) => {
-          if (error.code === 'ENOENT') return [];
-          throw error;
-        },
-      );
-      return entries
-        .filter((e) => e.isFile())
-        .map((e) => relative(root, join(e.parentPath, e.name)).split('\\').join('/'))
-        .filter((key) => key.startsWith(prefix))
-        .sort();
+    list: (prefix) => keysUnder(root, prefix),
+    async *listWrittenBefore(prefix, before) {
+      const keys = await keysUnder(root, prefix);
+      for (let i = 0; i < keys.length; i += PAGE) {
+        const page: string[] = [];
+        for (const key of keys.slice(i, i + PAGE)) {
+          // A file removed meanwhile is no longer listed.
+          const info = await stat(join(root, key)).catch(() => undefined);
+          if (info && info.mtimeMs < before.getTime()) page.push(key);
+        }
+        if (page.length) yield page;
+      }
     },
     async close() {},
   };
+}
+
+/** Keys per page of listWrittenBefore (as S3 lists them). */
+const PAGE = 1000;
+
+/** The keys of the files under `root` that start with `prefix`, sorted. */
+async function keysUnder(root: string, prefix: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true, withFileTypes: true }).catch(
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return [];
+      throw error;
+    },
+  );
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => relative(root, join(e.parentPath, e.name)).split('\\').join('/'))
+    .filter((key) => key.startsWith(prefix))
+    .sort();
 }

@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import type { Readable } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -12,6 +12,7 @@ import {
 import type { AttachmentsConfig } from '../../config.js';
 import type { ByteRange, ObjectStorage } from './index.js';
 import { isSafeKey } from './index.js';
+import { countingStream } from './stream-garbage.js';
 
 type S3Settings = NonNullable<AttachmentsConfig['s3']>;
 
@@ -38,18 +39,39 @@ export function s3ObjectStorage(settings: S3Settings): ObjectStorage {
     if (!isSafeKey(key)) throw new Error(`unsafe object key: ${key}`);
     return settings.keyPrefix + key;
   };
+  /** ListObjectsV2, a page (up to 1,000 objects) at a time, the keys without S3_KEY_PREFIX. */
+  async function* pages(prefix: string) {
+    let token: string | undefined;
+    do {
+      const page = await client.send(
+        new ListObjectsV2Command({ Bucket, Prefix: settings.keyPrefix + prefix, ContinuationToken: token }),
+      );
+      yield (page.Contents ?? []).flatMap((o) =>
+        o.Key ? [{ key: o.Key.slice(settings.keyPrefix.length), lastModified: o.LastModified }] : [],
+      );
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
   return {
     driver: 's3',
     async putFile(key, path, opts) {
-      await client.send(
-        new PutObjectCommand({
-          Bucket,
-          Key: fullKey(key),
-          Body: createReadStream(path),
-          ContentLength: opts.size,
-          ContentType: opts.contentType,
-        }),
-      );
+      // The read stream allocates a Buffer per read: counted, so its garbage stays bounded.
+      const body = countingStream();
+      pipeline(createReadStream(path), body, () => {});
+      try {
+        await client.send(
+          new PutObjectCommand({
+            Bucket,
+            Key: fullKey(key),
+            Body: body,
+            ContentLength: opts.size,
+            ContentType: opts.contentType,
+          }),
+        );
+      } finally {
+        // A failed PUT may leave the file half read: close it.
+        body.destroy();
+      }
     },
     async get(key, range?: ByteRange) {
       try {
@@ -72,15 +94,14 @@ export function s3ObjectStorage(settings: S3Settings): ObjectStorage {
     },
     async list(prefix) {
       const keys: string[] = [];
-      let token: string | undefined;
-      do {
-        const page = await client.send(
-          new ListObjectsV2Command({ Bucket, Prefix: settings.keyPrefix + prefix, ContinuationToken: token }),
-        );
-        for (const o of page.Contents ?? []) if (o.Key) keys.push(o.Key.slice(settings.keyPrefix.length));
-        token = page.IsTruncated ? page.NextContinuationToken : undefined;
-      } while (token);
+      for await (const page of pages(prefix)) keys.push(...page.map((o) => o.key));
       return keys.sort();
+    },
+    async *listWrittenBefore(prefix, before) {
+      for await (const page of pages(prefix)) {
+        const old = page.filter((o) => o.lastModified !== undefined && o.lastModified < before).map((o) => o.key);
+        if (old.length) yield old;
+      }
     },
     async close() {
       client.destroy();
