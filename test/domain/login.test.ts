@@ -5,6 +5,7 @@ import { CAPTCHA_TTL_SECONDS, issueCaptcha, peekCaptchaAnswer } from '../../src/
 import { globalChannel, sessionFingerprint } from '../../src/resolvers/events.js';
 import { login, logout, TICKET_ENTRY_PATH, WORKBENCH_PATH } from '../../src/resolvers/login.js';
 import { agentSessionsKey } from '../../src/resolvers/session.js';
+import type { Limit, RateLimiter } from '../../src/stores/rate-limits.js';
 import {
   clientIp,
   codeOf,
@@ -159,6 +160,27 @@ describe('Login', () => {
     expect(session.state.agent).toBeUndefined();
     // A wrong password says nothing about the account being disabled.
     expect(await codeOf(attempt(username, 'wrong-password', clientIp()))).toBe('LOGIN_FAILED');
+  });
+});
+
+describe('Login when a store fails', () => {
+  it('an unreachable limit store is that failure, not a wrong password', async () => {
+    const { username } = await agentOf();
+    const down = new Error('limit store down');
+    const broken: RateLimiter = {
+      consume: () => Promise.reject(down),
+      isBlocked: () => Promise.reject(down),
+      reset: () => Promise.reject(down),
+      reward: () => Promise.reject(down),
+    };
+    const withBrokenLimits = {
+      ...deps,
+      rateLimiter: (limit: Limit) => (limit.name.startsWith('login') ? broken : deps.rateLimiter(limit)),
+    };
+    const { session, answer } = await withCaptcha();
+    await expect(
+      login(withBrokenLimits, session, { username, password: PASSWORD, captcha: answer }, clientIp()),
+    ).rejects.toBe(down);
   });
 });
 

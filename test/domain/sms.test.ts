@@ -87,10 +87,13 @@ describe('SMS registration codes: sending', () => {
     const session = testSession();
     await issueCaptcha(deps, session, 'login');
     const loginAnswer = (await peekCaptchaAnswer(deps, session.id, 'login')) as string;
+    const loginFailures = await metricValue(deps, 'parley_login_failures_total', { reason: 'captcha' });
     expect(await codeOf(sendSmsCaptcha(deps, session, { mobile: mobile(), captcha: loginAnswer }, clientIp()))).toBe(
       'CAPTCHA_INVALID',
     );
     expect(sent).toEqual([]);
+    // A wrong registration captcha is not a failed login.
+    expect(await metricValue(deps, 'parley_login_failures_total', { reason: 'captcha' })).toBe(loginFailures);
   });
 
   it('hands a 6-digit code to the gateway and keeps only its keyed hash in the Session, for 5 minutes', async () => {
@@ -220,6 +223,21 @@ describe('SMS registration codes: verifying', () => {
     expect(session.state.sms).toBeUndefined();
     expect(session.saves).toBe(saves + 1);
     expect(session.state.smsVerifiedMobile).toBeUndefined();
+  });
+
+  it('an unreachable tries counter is that failure: the code is kept', async () => {
+    const { deps, session, number, code } = await sentCode();
+    const down = new Error('limit store down');
+    const broken = {
+      ...deps,
+      rateLimiter: () => ({
+        ...deps.rateLimiter({ name: 'x', points: 1, durationSeconds: 1 }),
+        consume: () => Promise.reject(down),
+      }),
+    };
+    await expect(verifySmsCode(broken, session, { mobile: number, code })).rejects.toBe(down);
+    expect(session.state.sms).toBeDefined();
+    await verifySmsCode(deps, session, { mobile: number, code });
   });
 
   it('parallel guesses get no more than the tries compared', async () => {

@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agents, visitorTokens } from '../../src/db/schema.js';
 import { agentChannel, sessionFingerprint } from '../../src/resolvers/events.js';
+import { createMerchantConfigCache } from '../../src/resolvers/merchant-config.js';
 import { agentSessionsKey } from '../../src/resolvers/session.js';
 import {
   endSession,
@@ -200,6 +201,20 @@ describe('The visitor of a bearer token (requireVisitor)', () => {
       .where(eq(visitorTokens.tokenHash, hashToken(expiring.token)));
     await requireVisitor({ ...deps, now: () => expiresAt - 1 }, expiring.token);
     await expect(requireVisitor({ ...deps, now: () => expiresAt }, expiring.token)).rejects.toMatchObject(refused);
+  });
+
+  it('a check is reused from the started configuration cache (the token row is not read again)', async () => {
+    const m = await f.merchant();
+    const issued = await issueVisitorToken(deps, { appkey: m.appkey }, clientIp());
+    const cache = createMerchantConfigCache(deps);
+    await cache.start();
+    const cached = { ...deps, configCache: cache };
+    const first = await requireVisitor(cached, issued.token);
+    await deps.db.delete(visitorTokens).where(eq(visitorTokens.tokenHash, hashToken(issued.token)));
+    expect(await requireVisitor(cached, issued.token)).toEqual(first);
+    // Without the cache the token is gone.
+    expect(await codeOf(requireVisitor(deps, issued.token))).toBe('VISITOR_UNAUTHENTICATED');
+    await cache.stop();
   });
 
   it('refuses a token whose row points at a visitor of another merchant', async () => {

@@ -10,6 +10,7 @@ import {
   loadUploadPolicy,
   uploadLimitsOf,
 } from '../../src/resolvers/merchant.js';
+import { CONFIG_CHANNEL } from '../../src/resolvers/merchant-config.js';
 import { hashToken, requireVisitor } from '../../src/resolvers/viewer.js';
 import {
   issueVisitorToken,
@@ -150,7 +151,12 @@ describe('Revoking a visitor token', () => {
     const m = await f.merchant();
     const issued = await issueVisitorToken(deps, { appkey: m.appkey }, clientIp());
     const at = Date.now();
+    const feed = recordEvents(deps, [CONFIG_CHANNEL]);
+    await feed.ready;
     expect(await revokeVisitorToken({ ...deps, now: () => at }, issued.token)).toBe(true);
+    // Every instance is told to forget its cached check of the token.
+    expect((await feed.first('visitor_token.revoked')).data).toEqual({ token_hash: hashToken(issued.token) });
+    feed.stop();
     const [row] = await deps.db
       .select()
       .from(visitorTokens)
