@@ -358,26 +358,21 @@ describeWhen(Boolean(process.env.REDIS_URL), 'REQUIRE_SERVICES', 'Sessions on Re
 
 describe('Sessions cannot be resurrected', () => {
   it('a save by a request still in flight after logout does not bring the Session back', async () => {
-    const app = await startTestApp();
-    try {
-      const { client, token } = await agentSession(app.url, 'alice');
-      const { store } = app.app.sessions;
-      const before = await new Promise<unknown>((resolve, reject) =>
-        store.get(token, (err, data) => (err ? reject(err) : resolve(data))),
-      );
-      expect(before).toBeTruthy();
-      expect((await client.json('/agent/logout', { method: 'POST' })).body.code).toBe(0);
-      // What express-session does at the end of a request that modified the Session it loaded.
-      await new Promise<void>((resolve, reject) =>
-        store.set(token, before as never, (err) => (err ? reject(err) : resolve())),
-      );
-      const after = await new Promise<unknown>((resolve, reject) =>
-        store.get(token, (err, data) => (err ? reject(err) : resolve(data))),
-      );
-      expect(after).toBeFalsy();
-      expect((await new HttpClient(app.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(-1);
-    } finally {
-      await app.stop();
-    }
+    const { client, token } = await agentSession(t.url, 'alice');
+    const { store } = t.app.sessions;
+    const before = await new Promise<unknown>((resolve, reject) =>
+      store.get(token, (err, data) => (err ? reject(err) : resolve(data))),
+    );
+    expect(before).toBeTruthy();
+    expect((await client.json('/agent/logout', { method: 'POST' })).body.code).toBe(0);
+    // What express-session does at the end of a request that modified the Session it loaded.
+    await new Promise<void>((resolve, reject) =>
+      store.set(token, before as never, (err) => (err ? reject(err) : resolve())),
+    );
+    const after = await new Promise<unknown>((resolve, reject) =>
+      store.get(token, (err, data) => (err ? reject(err) : resolve(data))),
+    );
+    expect(after).toBeFalsy();
+    expect((await new HttpClient(t.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(-1);
   });
 });

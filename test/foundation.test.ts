@@ -1,8 +1,12 @@
 import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type SQL, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import WebSocket from 'ws';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { openTemplateDatabase } from './support/pglite-template.js';
 import { freePort } from './support/private-services.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
@@ -131,12 +135,17 @@ describe('health', () => {
 describe('graceful shutdown', () => {
   it('SIGTERM stops the server process with exit code 0, closing its sockets with 1001', async () => {
     const port = await freePort();
+    // The process opens a copy of this run's template when there is one: initdb would cost it
+    // seconds of CPU, and what is tested here is the shutdown.
+    const templates = inject('pgliteTemplates');
+    const dir = await mkdtemp(join(tmpdir(), 'parley-sigterm-'));
+    if (templates) await (await openTemplateDatabase(templates.seeded, dir)).close();
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       env: {
         ...process.env,
         PORT: String(port),
         HOST: '127.0.0.1',
-        PGLITE_DIR: 'memory://',
+        PGLITE_DIR: templates ? dir : 'memory://',
         DATABASE_URL: '',
         REDIS_URL: '',
         LOG_LEVEL: 'warn',
@@ -162,6 +171,7 @@ describe('graceful shutdown', () => {
       expect(await exited).toBe(0);
     } finally {
       child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
