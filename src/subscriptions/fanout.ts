@@ -67,6 +67,8 @@ interface Feed {
   subscriptions: Set<ChannelSubscription>;
   /** Resolves once the bus subscription listens (its `subscribed` event). */
   live: Promise<void>;
+  /** The last event id the feed took (its `subscribed` position at first): later events come after it. */
+  position: EventId | undefined;
   stop: AbortController;
 }
 
@@ -146,6 +148,7 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
       live: new Promise<void>((resolve) => {
         listening = resolve;
       }),
+      position: undefined,
       stop,
     };
     feeds.set(channel, feed);
@@ -153,6 +156,7 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
       let failure: unknown;
       try {
         for await (const event of events) {
+          feed.position = event.id;
           if (event.event === SUBSCRIBED) listening();
           else walk(feed, event);
         }
@@ -190,7 +194,8 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
         if (sub.ended) break;
         if (!cursor || compareIds(event.id, cursor) > 0) delivered += deliver(sub, event);
       }
-      sub.covered = cursor;
+      // Only while the feed is behind what the catch-up read (an idle subscriber keeps nothing).
+      if (cursor && (!feed.position || compareIds(cursor, feed.position) > 0)) sub.covered = cursor;
       if (delivered > 0) deps.metrics.eventDelivered(delivered);
     } catch (error) {
       end(sub, error);
