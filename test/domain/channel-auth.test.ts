@@ -146,6 +146,45 @@ describe('pusher:subscribe to a private- channel', () => {
     expect(await codeOf(verifyPrivateSubscription(deps, s.merchantRow, s.socket, s.channel, s.auth))).toBe('FORBIDDEN');
   });
 
+  it('each socket and channel keeps its own grant: a later authorization does not replace an earlier one', async () => {
+    const m = await merchantWithAgent();
+    const visitor = await make.visitor(m.merchant);
+    const first = {
+      socket: socketId(),
+      channel: `private-${agentChannel(m.agent.agentId)}`,
+      grant: agentGrant('first'),
+    };
+    const second = {
+      socket: socketId(),
+      channel: `private-${globalChannel(m.merchant.bid)}`,
+      grant: agentGrant('second'),
+    };
+    const third = {
+      socket: first.socket,
+      channel: `private-${visitor.channel}`,
+      grant: { kind: 'visitor', bearer: 'b' } as const,
+    };
+    const auths = [];
+    for (const [viewer, g] of [
+      [m.agent, first],
+      [m.agent, second],
+      [visitor, third],
+    ] as const) {
+      auths.push(
+        (await authorizePrivateChannel(deps, viewer, g.grant, { socketId: g.socket, channelName: g.channel })).auth,
+      );
+    }
+    expect(await verifyPrivateSubscription(deps, m.merchantRow, first.socket, first.channel, auths[0])).toEqual(
+      first.grant,
+    );
+    expect(await verifyPrivateSubscription(deps, m.merchantRow, second.socket, second.channel, auths[1])).toEqual(
+      second.grant,
+    );
+    expect(await verifyPrivateSubscription(deps, m.merchantRow, third.socket, third.channel, auths[2])).toEqual(
+      third.grant,
+    );
+  });
+
   it("refuses another socket's, another channel's or another merchant's signature, and anything not a string", async () => {
     const s = await signed();
     const other = await merchantWithAgent();
