@@ -71,8 +71,10 @@ describe('The agent workbench (loadWorkbench)', () => {
     await f.online(colleague);
     const theirs = await f.conversation(m);
     expect(theirs.agent?.agentId).toBe(colleague.agentId);
-    await sendMessage(deps, second.visitor, { clientMsgId: 'm1', content: 'hello' });
-    await sendMessage(deps, second.visitor, { clientMsgId: 'm2', content: 'anyone?' });
+    // Two seconds on: activity is kept in whole seconds, and this must be the latest.
+    const later = { ...deps, now: () => Date.now() + 2_000 };
+    await sendMessage(later, second.visitor, { clientMsgId: 'm1', content: 'hello' });
+    await sendMessage(later, second.visitor, { clientMsgId: 'm2', content: 'anyone?' });
     await pinConversation(deps, agent, { visitorId: first.visitor.visitorId });
 
     const wb = await loadWorkbench(deps, agent, ws);
