@@ -1,7 +1,7 @@
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversations, messages } from '../src/db/schema.js';
-import { DomainError } from '../src/errors.js';
+import type { DomainError } from '../src/errors.js';
 import {
   assignAgent,
   claimConversation,
@@ -18,6 +18,7 @@ import { listMessages, sendMessage } from '../src/resolvers/messages.js';
 import { setAgentState } from '../src/resolvers/presence.js';
 import { loadWorkbench } from '../src/resolvers/workbench.js';
 import {
+  codeOf,
   eventually,
   factories,
   recordEvents,
@@ -37,16 +38,6 @@ afterAll(async () => {
   await f.cleanup();
   await releaseTestDeps();
 });
-
-const codeOf = async (work: Promise<unknown>) => {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return error.code;
-    throw error;
-  }
-  return 'no error';
-};
 
 const activeCount = async (agentId: string) =>
   (

@@ -1,7 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachments, conversations, eventOutbox, messages } from '../src/db/schema.js';
-import { DomainError } from '../src/errors.js';
 import { newId } from '../src/ids.js';
 import { createChatService } from '../src/resolvers/chat-service.js';
 import {
@@ -16,6 +15,7 @@ import { listMessages, MAX_TEXT, markRead, sendMessage, setTyping } from '../src
 import { drainOutbox } from '../src/resolvers/outbox.js';
 import { loadWorkbench } from '../src/resolvers/workbench.js';
 import {
+  codeOf,
   eventually,
   factories,
   recordEvents,
@@ -35,16 +35,6 @@ afterAll(async () => {
   await f.cleanup();
   await releaseTestDeps();
 });
-
-const codeOf = async (work: Promise<unknown>) => {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return error.code;
-    throw error;
-  }
-  return 'no error';
-};
 
 /** A merchant, an online agent and a visitor in an active conversation with it. */
 async function chat() {
