@@ -22,7 +22,9 @@ export default {
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   // This machine has two cores, shared.
   concurrency: 2,
-  timeoutMS: 30_000,
+  // On top of 1.5x the covering tests' own time: enough for a slow machine, short enough that a
+  // mutant that hangs (a loop, a lost wake-up) costs seconds, not half a minute.
+  timeoutMS: 10_000,
   // The initial run (every domain test, instrumented) takes minutes on a loaded machine; Stryker's default allows 5.
   dryRunTimeoutMinutes: 30,
   tempDirName: '.stryker-tmp',

@@ -32,7 +32,7 @@ export function attachmentsWorld(driver: Driver, env: Record<string, string> = {
     world.dir = mkdtempSync(join(tmpdir(), 'parley-attachments-'));
     s3 = driver === 's3' ? await startS3Server() : undefined;
     world.t = await startTestApp({ env: { ATTACHMENTS_DIR: world.dir, ...(s3 ? s3.env() : {}), ...env } });
-    world.storage = createObjectStorage(world.t.config.attachments);
+    world.storage = await createObjectStorage(world.t.config.attachments);
   });
   afterAll(async () => {
     await world.storage?.close();

@@ -22,7 +22,6 @@ import {
   eventually,
   factories,
   recordEvents,
-  releaseTestDeps,
   secondInstance,
   type TestDeps,
   testDeps,
@@ -36,7 +35,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 const activeCount = async (agentId: string) =>

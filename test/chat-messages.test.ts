@@ -19,7 +19,6 @@ import {
   eventually,
   factories,
   recordEvents,
-  releaseTestDeps,
   secondInstance,
   type TestDeps,
   testDeps,
@@ -33,7 +32,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 /** A merchant, an online agent and a visitor in an active conversation with it. */

@@ -6,7 +6,7 @@ import type { EventBus } from '../src/stores/bus.js';
 import { compareIds } from '../src/stores/event-id.js';
 import type { Connection } from '../src/subscriptions/connection.js';
 import { createFanout, type FanoutSocket, type FrameFormat } from '../src/subscriptions/fanout.js';
-import { eventually, factories, releaseTestDeps, type TestDeps, testDeps } from './support/deps.js';
+import { eventually, factories, type TestDeps, testDeps } from './support/deps.js';
 
 /**
  * The fan-out (src/subscriptions/fanout.ts) on the real deps: the bus of this run (in process,
@@ -21,7 +21,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await make?.cleanup();
-  await releaseTestDeps();
 });
 
 /** A socket that records its frames, open until its connection ends. */

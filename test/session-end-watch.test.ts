@@ -3,7 +3,7 @@ import { createSessionEndWatches } from '../src/resolvers/channels.js';
 import { publishSessionEnded } from '../src/resolvers/events.js';
 import type { AgentViewer } from '../src/resolvers/viewer.js';
 import type { EventBus } from '../src/stores/bus.js';
-import { eventually, factories, releaseTestDeps, type TestDeps, testDeps } from './support/deps.js';
+import { eventually, factories, type TestDeps, testDeps } from './support/deps.js';
 
 /**
  * The Session-end watches on the real deps (the bus of this run: in process, or Redis when
@@ -18,7 +18,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await make?.cleanup();
-  await releaseTestDeps();
 });
 
 function counted(bus: EventBus) {

@@ -1,6 +1,5 @@
 import { randomInt } from 'node:crypto';
 import { createRequire } from 'node:module';
-import sharp from 'sharp';
 
 // svg-captcha is CommonJS; its default export draws a given text.
 const svgCaptcha = createRequire(import.meta.url)('svg-captcha') as (text: string, options?: object) => string;
@@ -42,6 +41,8 @@ export interface Captcha {
 export async function renderCaptcha(fixedAnswer?: string): Promise<Captcha> {
   const answer = fixedAnswer ?? drawCaptchaText();
   const svg = svgCaptcha(answer, OPTIONS);
+  // Loaded on first use (then cached by Node): a process that never draws one starts without libvips.
+  const { default: sharp } = await import('sharp');
   const jpeg = await sharp(Buffer.from(svg)).flatten({ background: '#ffffff' }).jpeg({ quality: 80 }).toBuffer();
   return { answer, jpeg };
 }

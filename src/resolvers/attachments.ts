@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
-import sharp from 'sharp';
 import type { Db } from '../db/client.js';
 import { type AttachmentKind, attachments, type Merchant, messages } from '../db/schema.js';
 import type { Deps } from '../deps.js';
@@ -397,6 +396,7 @@ export async function receiveUpload(
 /** Re-encodes an image in its own format without its metadata (EXIF, GPS, XMP…), and writes a thumbnail. */
 async function cleanImage(source: string, target: string, thumbnail: string, mime: string): Promise<string> {
   const animated = mime === 'image/gif' || mime === 'image/webp';
+  const { default: sharp } = await import('sharp'); // on first use, as for the captcha
   try {
     let image = sharp(source, { limitInputPixels: MAX_IMAGE_PIXELS, animated, failOn: 'error' });
     // Apply the EXIF orientation before the EXIF goes (a no-op for animations, which carry none).

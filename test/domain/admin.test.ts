@@ -18,7 +18,7 @@ import { agentChannel, sessionFingerprint } from '../../src/resolvers/events.js'
 import { CONFIG_CHANNEL } from '../../src/resolvers/merchant-config.js';
 import { agentSessionsKey } from '../../src/resolvers/session.js';
 import { requireVisitor } from '../../src/resolvers/viewer.js';
-import { codeOf, factories, recordEvents, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { codeOf, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;
@@ -28,7 +28,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 const unique = () => randomBytes(4).toString('hex');

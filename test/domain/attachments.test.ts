@@ -32,7 +32,7 @@ import {
 } from '../../src/resolvers/attachments.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
-import { eventually, factories, releaseTestDeps, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
+import { eventually, factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
 
 /** Attachments (README "Attachments"): switches and limits, the type from the bytes, storage, signed downloads. */
 
@@ -46,14 +46,13 @@ beforeAll(async () => {
   base = await testDeps();
   dir = mkdtempSync(join(tmpdir(), 'parley-domain-attachments-'));
   const config = { ...base.config, attachments: { ...base.config.attachments, driver: 'local' as const, dir } };
-  storage = createObjectStorage(config.attachments);
+  storage = await createObjectStorage(config.attachments);
   deps = { ...base, config, storage };
   f = factories(deps);
 });
 afterAll(async () => {
   await f.cleanup();
   await storage.close();
-  await releaseTestDeps();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -10,7 +10,7 @@ import {
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
 import { requireVisitor } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visitor.js';
-import { clientIp, codeOf, factories, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { clientIp, codeOf, factories, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
  * README "Pusher protocol": private- channels are signed by the authorization endpoint with the
@@ -25,7 +25,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await make?.cleanup();
-  await releaseTestDeps();
 });
 
 let sockets = 0;

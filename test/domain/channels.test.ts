@@ -20,16 +20,7 @@ import {
 } from '../../src/resolvers/presence.js';
 import { createRealtimeService } from '../../src/resolvers/realtime.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
-import {
-  codeOf,
-  eventually,
-  factories,
-  recordEvents,
-  releaseTestDeps,
-  type TestDeps,
-  testDeps,
-  testSession,
-} from '../support/deps.js';
+import { codeOf, eventually, factories, recordEvents, type TestDeps, testDeps, testSession } from '../support/deps.js';
 
 /** README "Real-time": who may listen where, the appkey of a connection, Session ends, the internal publish API. */
 let deps: TestDeps;
@@ -40,7 +31,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await make?.cleanup();
-  await releaseTestDeps();
 });
 
 const refusal = (work: () => void) => codeOf(Promise.resolve().then(work));

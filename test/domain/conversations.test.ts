@@ -19,15 +19,7 @@ import {
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
-import {
-  eventually,
-  factories,
-  recordEvents,
-  releaseTestDeps,
-  type TestDeps,
-  type TestMerchant,
-  testDeps,
-} from '../support/deps.js';
+import { eventually, factories, recordEvents, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
 
 /** Conversation rules (README "Chat") not already covered by test/chat-conversations.test.ts. */
 
@@ -39,7 +31,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 async function codeOf(work: Promise<unknown>): Promise<string> {

@@ -5,18 +5,18 @@ import { conversations, merchants, messages } from '../../src/db/schema.js';
 import { createLogger } from '../../src/log.js';
 import { loadDemoDataIfEmpty, seedDemoChat } from '../../src/resolvers/demo.js';
 import { loadWorkbench } from '../../src/resolvers/workbench.js';
-import { factories, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { factories, privateTestDeps, type TestDeps } from '../support/deps.js';
 
-// This file's database starts empty (each test file has its own): the demo data is loaded here only.
+// This file's database starts empty (the worker's shared one has other files' rows): the demo data is loaded here only.
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;
 beforeAll(async () => {
-  deps = await testDeps();
+  deps = await privateTestDeps();
   f = factories(deps);
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
+  await deps.close();
 });
 
 const rows = async (table: typeof merchants | typeof conversations | typeof messages) =>

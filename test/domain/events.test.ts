@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   type EventData,
   type EventName,
@@ -17,7 +17,7 @@ import {
   sessionFingerprint,
 } from '../../src/resolvers/events.js';
 import { HISTORY_GAP, SUBSCRIBED } from '../../src/stores/bus.js';
-import { eventually, metricValue, recordEvents, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { eventually, metricValue, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
  * README "Events the gateway publishes": every event declared once, its payload published in the
@@ -26,9 +26,6 @@ import { eventually, metricValue, recordEvents, releaseTestDeps, type TestDeps, 
 let deps: TestDeps;
 beforeAll(async () => {
   deps = await testDeps();
-});
-afterAll(async () => {
-  await releaseTestDeps();
 });
 
 const attachment = {

@@ -12,7 +12,6 @@ import {
   factories,
   metricValue,
   recordEvents,
-  releaseTestDeps,
   type TestDeps,
   testDeps,
   testSession,
@@ -26,7 +25,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 const PASSWORD = 'test-password-1';

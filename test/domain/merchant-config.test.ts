@@ -11,7 +11,7 @@ import {
   VISITOR_TOKEN_CACHE_MS,
 } from '../../src/resolvers/merchant-config.js';
 import type { ChannelEvent, EventBus } from '../../src/stores/bus.js';
-import { eventually, factories, recordEvents, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
  * README "Configuration cache": an instance keeps merchants' configuration and visitor token
@@ -27,7 +27,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await make?.cleanup();
-  await releaseTestDeps();
 });
 
 /** A cache on the real stores with its own clock; `stop` in a finally. */

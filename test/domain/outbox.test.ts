@@ -5,15 +5,7 @@ import { conversations, eventOutbox } from '../../src/db/schema.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
 import { assignAgent } from '../../src/resolvers/conversations.js';
 import { drainOutbox, enqueueEvent, publishOutbox, rowsOf } from '../../src/resolvers/outbox.js';
-import {
-  eventually,
-  factories,
-  recordEvents,
-  releaseTestDeps,
-  secondInstance,
-  type TestDeps,
-  testDeps,
-} from '../support/deps.js';
+import { eventually, factories, recordEvents, secondInstance, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
  * Publish after commit (README "Chat", ARCHITECTURE "outbox"): events are written in the
@@ -29,7 +21,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 const channelName = () => `private-outbox-test-${randomBytes(5).toString('hex')}`;
@@ -124,7 +115,8 @@ describe('The outbox', () => {
   it('the drain publishes only rows older than its minimum age (a writer in progress publishes its own)', async () => {
     const channel = channelName();
     await enqueue(channel, 2);
-    expect(await drainOutbox(deps, 60_000)).toBe(0);
+    // Its own rows are what count: the worker's database is shared with other files.
+    await drainOutbox(deps, 60_000);
     expect(await pending(channel)).toHaveLength(2);
     expect(await drainOutbox(later(61_000), 60_000)).toBeGreaterThanOrEqual(2);
     expect(await pending(channel)).toEqual([]);
@@ -135,7 +127,8 @@ describe('The outbox', () => {
     const feed = recordEvents(deps, [channel]);
     await feed.ready;
     await enqueue(channel, 201);
-    expect(await drainOutbox(deps, 0)).toBe(201);
+    // At least: the worker's database is shared with other files, whose rows a drain takes too.
+    expect(await drainOutbox(deps, 0)).toBeGreaterThanOrEqual(201);
     expect(await pending(channel)).toEqual([]);
     await eventually(() => feed.of('message.read').length === 201, '201 receipts');
     const seqs = feed.of('message.read').map((e) => (e.data as { seq: number }).seq);

@@ -16,7 +16,6 @@ import {
   eventually,
   factories,
   recordEvents,
-  releaseTestDeps,
   type TestDeps,
   type TestMerchant,
   testDeps,
@@ -34,7 +33,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await make?.cleanup();
-  await releaseTestDeps();
 });
 
 /** An agent and a recorder of its merchant's `agent.state` events as [state, reason]. */

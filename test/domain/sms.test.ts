@@ -1,23 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Deps } from '../../src/deps.js';
 import { issueCaptcha, peekCaptchaAnswer } from '../../src/resolvers/captcha.js';
 import { SMS_CODE_TRIES, SMS_CODE_TTL_SECONDS, sendSmsCaptcha, verifySmsCode } from '../../src/resolvers/sms.js';
-import {
-  clientIp,
-  codeOf,
-  metricValue,
-  releaseTestDeps,
-  type TestDeps,
-  testDeps,
-  testSession,
-} from '../support/deps.js';
+import { clientIp, codeOf, metricValue, type TestDeps, testDeps, testSession } from '../support/deps.js';
 
 let base: TestDeps;
 beforeAll(async () => {
   base = await testDeps();
-});
-afterAll(async () => {
-  await releaseTestDeps();
 });
 
 type Sent = { mobile: string; code: string; purpose: string };

@@ -13,16 +13,7 @@ import {
   TICKET_AGENT,
 } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visitor.js';
-import {
-  clientIp,
-  codeOf,
-  factories,
-  recordEvents,
-  releaseTestDeps,
-  type TestDeps,
-  testDeps,
-  testSession,
-} from '../support/deps.js';
+import { clientIp, codeOf, factories, recordEvents, type TestDeps, testDeps, testSession } from '../support/deps.js';
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;
@@ -32,7 +23,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 /** An agent and a logged-in Session of it (as login leaves it: indexed under the agent). */

@@ -19,16 +19,7 @@ import {
   userHashFor,
 } from '../../src/resolvers/visitor.js';
 import { announceOnline } from '../../src/resolvers/visitor-online.js';
-import {
-  clientIp,
-  codeOf,
-  eventually,
-  factories,
-  recordEvents,
-  releaseTestDeps,
-  type TestDeps,
-  testDeps,
-} from '../support/deps.js';
+import { clientIp, codeOf, eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;
@@ -38,7 +29,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 const secretOf = async (merchantId: string) =>

@@ -3,7 +3,7 @@ import { agentGroups } from '../../src/db/schema.js';
 import { closeConversation, pinConversation } from '../../src/resolvers/conversations.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { loadAgentProfile, loadWorkbench } from '../../src/resolvers/workbench.js';
-import { factories, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { factories, type TestDeps, testDeps } from '../support/deps.js';
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;
@@ -13,7 +13,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 const ws = { wsAddress: 'wss://chat.example/graphql' };

@@ -13,12 +13,12 @@ import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken } from '../../src/resolvers/visitor.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
-import { freshStores, type TestStores, templateDatabase } from './test-app.js';
+import { freshStores, type TestStores, templateDatabase } from './stores.js';
 
 /**
  * The domain-level harness: real stores (PGlite in memory, or a fresh PostgreSQL database when
  * DATABASE_URL is set; in-process stores, or Redis under a private prefix when REDIS_URL is set),
- * migrated once per test file (worker), and factories built on the admin functions. Every test
+ * migrated once per worker, and factories built on the admin functions. Every test
  * makes its own merchant, so tests never see each other's rows. No HTTP server.
  */
 
@@ -49,16 +49,33 @@ const quietLog = () =>
     }),
   );
 
-/** The worker's deps, built and migrated on first use; `releaseTestDeps` in afterAll. */
+/** New deps on fresh stores of their own, migrated; `close()` also drops the stores. */
+async function buildTestDeps(): Promise<{ deps: TestDeps; stores: TestStores }> {
+  const stores = await freshStores();
+  const database = await templateDatabase(stores, 'migrated');
+  const deps = await buildDeps(testConfig(stores), quietLog(), { database });
+  await deps.database.migrate();
+  const close = deps.close;
+  deps.close = async () => {
+    await close();
+    await stores.drop();
+  };
+  return { deps, stores };
+}
+
+/**
+ * The worker's deps, built and migrated on first use and kept for the rest of the run: files share
+ * them (each test makes its own merchant), so a worker opens one database, not one per file. The
+ * run's end drops their stores (test/global-setup.ts).
+ */
 export function testDeps(): Promise<TestDeps> {
-  shared ??= (async () => {
-    const stores = await freshStores();
-    const database = await templateDatabase(stores, 'migrated');
-    const deps = await buildDeps(testConfig(stores), quietLog(), { database });
-    await deps.database.migrate();
-    return { deps, stores };
-  })();
+  shared ??= buildTestDeps();
   return shared.then((s) => s.deps);
+}
+
+/** Deps on a database of their own, for a test that needs it empty; the caller closes them. */
+export async function privateTestDeps(): Promise<TestDeps> {
+  return (await buildTestDeps()).deps;
 }
 
 /**
@@ -71,14 +88,6 @@ export async function secondInstance(): Promise<TestDeps | undefined> {
   const s = await (shared as NonNullable<typeof shared>);
   if (!s.stores.databaseUrl) return undefined;
   return buildDeps(testConfig(s.stores), quietLog());
-}
-
-export async function releaseTestDeps() {
-  if (!shared) return;
-  const { deps, stores } = await shared;
-  shared = undefined;
-  await deps.close();
-  await stores.drop();
 }
 
 const stubSession = (state: SessionPort['state']): SessionPort => ({

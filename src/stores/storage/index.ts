@@ -1,7 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { AttachmentsConfig } from '../../config.js';
 import { localObjectStorage } from './local.js';
-import { s3ObjectStorage } from './s3.js';
 
 /** An inclusive byte range, as HTTP `Range: bytes=start-end` gives it. */
 export interface ByteRange {
@@ -29,10 +28,11 @@ export interface ObjectStorage {
   close(): Promise<void>;
 }
 
-/** The driver the configuration names. */
-export function createObjectStorage(config: AttachmentsConfig): ObjectStorage {
+/** The driver the configuration names; the S3 SDK is loaded only when it is the one. */
+export async function createObjectStorage(config: AttachmentsConfig): Promise<ObjectStorage> {
   if (config.driver === 's3') {
     if (!config.s3) throw new Error('STORAGE_DRIVER=s3 needs S3_BUCKET');
+    const { s3ObjectStorage } = await import('./s3.js');
     return s3ObjectStorage(config.s3);
   }
   return localObjectStorage(config.dir);
