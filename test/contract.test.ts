@@ -2,12 +2,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { openDatabase } from '../src/db/client.js';
+import { pgliteDatabase } from '../src/db/client.js';
 import * as schema from '../src/db/schema.js';
 import { renderContractModule } from '../src/pages/contract.js';
 import { eventNames } from '../src/resolvers/event-catalog.js';
 import { endpoints } from '../src/rest/endpoints.js';
 import { printedSchema } from '../src/schema/print.js';
+import { openEmptyCluster } from './support/pglite-template.js';
 
 /**
  * Each contract is declared once (issue 19); these checks keep everything written from a
@@ -77,13 +78,17 @@ describe('migrations are append-only and complete', () => {
         ...Object.keys(t.indexes).map((i) => `index ${t.name}.${i}`),
       ])
       .sort();
-    const database = await openDatabase({ pgliteDir: 'memory://' });
+    // An empty PGlite cluster (initdb only, kept between runs: test/support/pglite-template.ts).
+    const database = pgliteDatabase(await openEmptyCluster());
     try {
-      await database.migrate();
       const rows = async (query: string) => {
         const result = (await database.db.execute(sql.raw(query))) as unknown as { rows: { k: string }[] };
         return result.rows.map((r) => r.k);
       };
+      const tables =
+        "select table_schema || '.' || table_name as k from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')";
+      expect(await rows(tables)).toEqual([]);
+      await database.migrate();
       const columns = await rows(
         "select 'column ' || table_name || '.' || column_name as k from information_schema.columns where table_schema = 'public'",
       );

@@ -1,5 +1,7 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { loadConfig } from '../../src/config.js';
 import { type Database, pgliteDatabase } from '../../src/db/client.js';
@@ -28,18 +30,7 @@ declare module 'vitest' {
 
 /** Builds both templates into `dir`. */
 export async function buildTemplates(dir: string): Promise<TemplateFiles> {
-  // 1 MB WAL segments instead of 16 MB keep the dump small.
-  const client = await PGlite.create('memory://', { initDbStartParams: ['--wal-segsize=1'] });
-  // Every start zeroes shared_buffers (128 MB by default: most of a start's CPU); a test database
-  // holds a few hundred kilobytes. Fewer recycled WAL segments, again for the dump's size.
-  for (const setting of ["shared_buffers = '4MB'", "min_wal_size = '2MB'", "max_wal_size = '4MB'"]) {
-    await client.exec(`alter system set ${setting}`);
-  }
-  // template0 and template1 are half of the dump, and no test creates a database on PGlite.
-  await client.exec("update pg_database set datistemplate = false where datname in ('template0', 'template1')");
-  await client.exec('drop database template0');
-  await client.exec('drop database template1');
-
+  const client = await openEmptyCluster();
   const database = pgliteDatabase(client);
   await database.migrate();
   const files: TemplateFiles = { migrated: join(dir, 'migrated.tar'), seeded: join(dir, 'seeded.tar') };
@@ -51,6 +42,52 @@ export async function buildTemplates(dir: string): Promise<TemplateFiles> {
   await dump(client, files.seeded);
   await deps.close();
   return files;
+}
+
+/**
+ * Where the empty cluster is kept between runs (gitignored with node_modules). Its name carries
+ * PGlite's version and the preparation's revision: the dump depends on nothing else.
+ */
+const CLUSTER_REVISION = 1; // bump when openEmptyCluster's preparation changes
+const here = dirname(fileURLToPath(import.meta.url));
+const CACHE_DIR = join(here, '..', '..', 'node_modules', '.cache', 'parley-test');
+
+function pgliteVersion(): string {
+  const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
+  const root = entry.slice(0, entry.lastIndexOf('/dist/'));
+  return (createRequire(import.meta.url)(join(root, 'package.json')) as { version: string }).version;
+}
+
+/**
+ * A PGlite cluster with nothing of Parley in it: initdb (most of the templates' cost, ~5-9 s of
+ * CPU here) once per PGlite version on this machine, then loaded from the kept dump. The
+ * migrations and the demo seed run on it every run, so changes to them always count; tests of
+ * migrating an empty database open one too.
+ */
+export async function openEmptyCluster(): Promise<PGlite> {
+  const cached = join(CACHE_DIR, `empty-cluster-pglite-${pgliteVersion()}-r${CLUSTER_REVISION}.tar`);
+  const bytes = await readFile(cached).catch(() => undefined);
+  if (bytes) {
+    const tarball = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    return PGlite.create('memory://', { loadDataDir: Object.assign(new Blob(), { arrayBuffer: async () => tarball }) });
+  }
+  // 1 MB WAL segments instead of 16 MB keep the dump small.
+  const client = await PGlite.create('memory://', { initDbStartParams: ['--wal-segsize=1'] });
+  // Every start zeroes shared_buffers (128 MB by default: most of a start's CPU); a test database
+  // holds a few hundred kilobytes. Fewer recycled WAL segments, again for the dump's size.
+  for (const setting of ["shared_buffers = '4MB'", "min_wal_size = '2MB'", "max_wal_size = '4MB'"]) {
+    await client.exec(`alter system set ${setting}`);
+  }
+  // template0 and template1 are half of the dump, and no test creates a database on PGlite.
+  await client.exec("update pg_database set datistemplate = false where datname in ('template0', 'template1')");
+  await client.exec('drop database template0');
+  await client.exec('drop database template1');
+  // Written under a private name and renamed: another run may be reading or writing it too.
+  await mkdir(CACHE_DIR, { recursive: true });
+  const partial = `${cached}.${process.pid}.partial`;
+  await dump(client, partial);
+  await rename(partial, cached);
+  return client;
 }
 
 async function dump(client: PGlite, file: string) {
