@@ -1,14 +1,16 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachments, conversations } from '../../src/db/schema.js';
-import { DomainError } from '../../src/errors.js';
+import type { Deps } from '../../src/deps.js';
+import { BackendUnavailableError, DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import { ITEM_CONTENT_MAX, toMessageView } from '../../src/resolvers/chat-rows.js';
 import { assignAgent, closeConversation, transferConversation } from '../../src/resolvers/conversations.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { historyOnlyMine, listMessages, markRead, sendMessage, setTyping } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
-import { eventually, factories, recordEvents, releaseTestDeps, type TestDeps, testDeps } from '../support/deps.js';
+import { rateLimiterFactory } from '../../src/stores/rate-limits.js';
+import { eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 /** Message rules (README "Chat") not already covered by test/chat-messages.test.ts. */
 
@@ -20,7 +22,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await f.cleanup();
-  await releaseTestDeps();
 });
 
 async function codeOf(work: Promise<unknown>): Promise<string> {
@@ -46,6 +47,49 @@ async function chat() {
 
 const conversationRow = async (id: string) =>
   (await deps.db.select().from(conversations).where(eq(conversations.id, id)))[0];
+
+const conversationsOf = (visitorId: string) =>
+  deps.db.select().from(conversations).where(eq(conversations.visitorId, visitorId));
+
+/**
+ * The deps of a request whose next transaction begins only after `meanwhile` ran: what another
+ * request, another instance or the idle sweep did between this request's checks and its locked
+ * write. A deterministic stand-in for a race the scheduler would only sometimes produce.
+ */
+function meanwhileBeforeNextTransaction(meanwhile: () => Promise<unknown>): Deps {
+  let pending: (() => Promise<unknown>) | undefined = meanwhile;
+  const db = new Proxy(deps.db, {
+    get(target, prop) {
+      if (prop === 'transaction')
+        return async (...args: Parameters<typeof target.transaction>) => {
+          const run = pending;
+          pending = undefined;
+          if (run) await run();
+          return target.transaction(...args);
+        };
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { ...deps, db };
+}
+
+/** A finished upload of the visitor (as attachments.ts stores one), of `kind`. */
+async function uploadOf(m: { merchantId: string }, visitorId: string, kind: 'file' | 'image' = 'file') {
+  const id = newId('att');
+  await deps.db.insert(attachments).values({
+    id,
+    merchantId: m.merchantId,
+    uploaderType: 'visitor',
+    uploaderId: visitorId,
+    kind,
+    mime: kind === 'image' ? 'image/png' : 'application/pdf',
+    size: 10,
+    name: kind === 'image' ? 'a.png' : 'a.pdf',
+    storageKey: id,
+  });
+  return id;
+}
 
 describe('Sending', () => {
   it('the conversation keeps a summary of the last message, cut to ITEM_CONTENT_MAX; the sender has read it', async () => {
@@ -135,6 +179,88 @@ describe('Sending', () => {
     expect(a.duplicate).toBe(false);
     expect(a.message.id).not.toBe(v.message.id);
   });
+
+  it('a blank visitorId or attachmentId is refused as missing, not looked up', async () => {
+    const { agent, visitor } = await chat();
+    expect(await codeOf(sendMessage(deps, agent, { visitorId: '  ', clientMsgId: 'a', content: 'hi' }))).toBe(
+      'BAD_USER_INPUT: visitorId is required',
+    );
+    expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: 'b', type: 'image', attachmentId: ' ' }))).toBe(
+      'BAD_USER_INPUT: attachmentId is required',
+    );
+  });
+
+  it('an agent writing into a queued conversation is told to claim it first', async () => {
+    const m = await f.merchant();
+    const visitor = await f.visitor(m);
+    expect(await sendMessage(deps, visitor, { clientMsgId: 'q', content: 'anyone?' })).toMatchObject({
+      conversationState: 'queued',
+    });
+    const agent = await f.agent(m);
+    expect(
+      await codeOf(sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a', content: 'hi' })),
+    ).toBe('NOT_ASSIGNED: This conversation has no agent yet: claim it first');
+  });
+
+  it('after a close, a retry answers the stored message (no new conversation); a new agent message is refused', async () => {
+    const { agent, visitor, conversationId } = await chat();
+    const visitorId = visitor.visitorId;
+    const asked = await sendMessage(deps, visitor, { clientMsgId: 'v1', content: 'question' });
+    const answered = await sendMessage(deps, agent, { visitorId, clientMsgId: 'a1', content: 'answer' });
+    await closeConversation(deps, agent, { visitorId });
+    expect(await sendMessage(deps, visitor, { clientMsgId: 'v1', content: 'question' })).toEqual({
+      message: asked.message,
+      conversationState: 'closed',
+      duplicate: true,
+    });
+    expect(await sendMessage(deps, agent, { visitorId, clientMsgId: 'a1', content: 'answer' })).toEqual({
+      message: answered.message,
+      conversationState: 'closed',
+      duplicate: true,
+    });
+    expect(await codeOf(sendMessage(deps, agent, { visitorId, clientMsgId: 'a2', content: 'one more' }))).toBe(
+      'CONVERSATION_CLOSED: This conversation is closed',
+    );
+    expect((await conversationsOf(visitorId)).map((c) => [c.id, c.state])).toEqual([[conversationId, 'closed']]);
+  });
+
+  it('the visitor’s conversation closing between the check and the write: the message starts a new conversation', async () => {
+    const { agent, visitor, conversationId } = await chat();
+    const visitorId = visitor.visitorId;
+    // The agent closes the conversation while the visitor's send is under way.
+    const racing = meanwhileBeforeNextTransaction(() => closeConversation(deps, agent, { visitorId }));
+    const sent = await sendMessage(racing, visitor, { clientMsgId: 'late', content: 'still there?' });
+    expect(sent).toMatchObject({ duplicate: false, conversationState: 'active', message: { content: 'still there?' } });
+    expect(sent.message.conversationId).not.toBe(conversationId);
+    expect((await conversationRow(conversationId))?.state).toBe('closed');
+    expect(await conversationRow(sent.message.conversationId)).toMatchObject({
+      state: 'active',
+      agentId: agent.agentId,
+    });
+    const history = await listMessages(deps, visitor, { limit: 1 });
+    expect(history.messages.map((x) => [x.conversationId, x.content])).toEqual([
+      [sent.message.conversationId, 'still there?'],
+    ]);
+  });
+
+  it('the same message stored by a parallel request between the check and the write: the stored one is the answer', async () => {
+    const { m, visitor } = await chat();
+    let first: Awaited<ReturnType<typeof sendMessage>> | undefined;
+    const text = { clientMsgId: 'twice', content: 'hello' };
+    const racing = meanwhileBeforeNextTransaction(async () => (first = await sendMessage(deps, visitor, text)));
+    const second = await sendMessage(racing, visitor, text);
+    expect(first).toMatchObject({ duplicate: false, message: { attachment: null } });
+    expect(second).toEqual({ ...first, duplicate: true });
+    // With an attachment, the answer shows it too.
+    const file = { clientMsgId: 'file', type: 'file', attachmentId: await uploadOf(m, visitor.visitorId) };
+    let firstFile: Awaited<ReturnType<typeof sendMessage>> | undefined;
+    const racingFile = meanwhileBeforeNextTransaction(async () => (firstFile = await sendMessage(deps, visitor, file)));
+    const secondFile = await sendMessage(racingFile, visitor, file);
+    expect(secondFile).toMatchObject({
+      duplicate: true,
+      message: { id: firstFile?.message.id, attachment: { attachmentId: file.attachmentId, name: 'a.pdf' } },
+    });
+  });
 });
 
 describe('History', () => {
@@ -201,6 +327,91 @@ describe('History', () => {
       'queued',
     ]);
   });
+
+  it('a bare seq takes up to nine digits', async () => {
+    const { visitor } = await chat();
+    // seq 1 is the assignment's system message; these are seqs 2..12.
+    for (let i = 2; i <= 12; i++) await sendMessage(deps, visitor, { clientMsgId: `s${i}`, content: `m${i}` });
+    expect((await listMessages(deps, visitor, { after: '10' })).messages.map((x) => x.seq)).toEqual([11, 12]);
+    expect((await listMessages(deps, visitor, { before: '12', limit: 2 })).messages.map((x) => x.seq)).toEqual([
+      10, 11,
+    ]);
+    expect((await listMessages(deps, visitor, { after: '000000010' })).messages.map((x) => x.seq)).toEqual([11, 12]);
+  });
+
+  it('before a first conversation, a page by seq is empty', async () => {
+    const m = await f.merchant();
+    const visitor = await f.visitor(m);
+    const agent = await f.agent(m);
+    const empty = { messages: [], hasMore: false, startCursor: null, endCursor: null };
+    expect(await listMessages(deps, visitor, { after: '3' })).toEqual(empty);
+    expect(await listMessages(deps, visitor, { before: '3' })).toEqual(empty);
+    expect(await listMessages(deps, agent, { visitorId: visitor.visitorId, after: '0' })).toEqual(empty);
+  });
+
+  it('hasMore: false when the page holds exactly the last messages', async () => {
+    const { visitor } = await chat();
+    await sendMessage(deps, visitor, { clientMsgId: 'a', content: 'two' });
+    await sendMessage(deps, visitor, { clientMsgId: 'b', content: 'three' });
+    // Three messages: the system message and these two.
+    expect(await listMessages(deps, visitor, { limit: 3 })).toMatchObject({ hasMore: false });
+    expect(await listMessages(deps, visitor, { limit: 2 })).toMatchObject({ hasMore: true });
+    expect(await listMessages(deps, visitor, { after: '0', limit: 3 })).toMatchObject({ hasMore: false });
+    expect(await listMessages(deps, visitor, { after: '0', limit: 2 })).toMatchObject({ hasMore: true });
+    expect(await listMessages(deps, visitor, { before: '3', limit: 2 })).toMatchObject({ hasMore: false });
+  });
+
+  it('a page shows each message’s attachment, and none for text', async () => {
+    const { m, visitor } = await chat();
+    const text = await sendMessage(deps, visitor, { clientMsgId: 't', content: 'see below' });
+    const attachmentId = await uploadOf(m, visitor.visitorId, 'image');
+    const image = await sendMessage(deps, visitor, { clientMsgId: 'i', type: 'image', attachmentId });
+    expect(image.message.attachment).toMatchObject({ attachmentId, kind: 'image', name: 'a.png' });
+    for (const page of [
+      await listMessages(deps, visitor, { limit: 2 }),
+      await listMessages(deps, visitor, { after: '1', limit: 2 }),
+    ])
+      expect(page.messages).toEqual([text.message, image.message]);
+  });
+
+  it('under history_only_mine a visitor still sees all its own conversations', async () => {
+    const m = await f.merchant({ settings: { history_only_mine: true } });
+    const a = await f.agent(m);
+    await f.online(a);
+    const visitor = await f.visitor(m);
+    await assignAgent(deps, visitor);
+    await sendMessage(deps, visitor, { clientMsgId: 'one', content: 'first chat' });
+    await closeConversation(deps, visitor);
+    await sendMessage(deps, visitor, { clientMsgId: 'two', content: 'second chat' });
+    const contents = (await listMessages(deps, visitor, { limit: 100 })).messages.map((x) => x.content);
+    expect(contents).toEqual(expect.arrayContaining(['first chat', 'second chat']));
+  });
+
+  it('after: in conversation order (by when each was opened), whatever order the rows were written in', async () => {
+    const m = await f.merchant();
+    await f.online(await f.agent(m));
+    const visitor = await f.visitor(m);
+    // The first conversation was opened by an instance whose clock runs an hour ahead: it sorts
+    // after the second, which was written later.
+    const ahead: Deps = { ...deps, now: () => Date.now() + 3_600_000 };
+    await assignAgent(ahead, visitor);
+    for (const k of ['x1', 'x2', 'x3']) await sendMessage(ahead, visitor, { clientMsgId: k, content: k });
+    await closeConversation(deps, visitor);
+    for (const k of ['y1', 'y2', 'y3']) await sendMessage(deps, visitor, { clientMsgId: k, content: k });
+    const all = await listMessages(deps, visitor, { limit: 100 });
+    const written = all.messages.filter((x) => x.senderType === 'visitor').map((x) => x.content);
+    expect(written).toEqual(['y1', 'y2', 'y3', 'x1', 'x2', 'x3']);
+    // Filling forward from the oldest, two at a time, gives the same history.
+    const walked = all.messages.slice(0, 1);
+    let cursor = all.startCursor;
+    for (let pages = 0; pages < all.messages.length; pages++) {
+      const page = await listMessages(deps, visitor, { after: cursor, limit: 2 });
+      walked.push(...page.messages);
+      if (!page.hasMore) break;
+      cursor = page.endCursor;
+    }
+    expect(walked).toEqual(all.messages);
+  });
 });
 
 describe('Read state', () => {
@@ -250,6 +461,17 @@ describe('Read state', () => {
     const admin = await f.agent(m, { level: 'admin' });
     expect((await markRead(deps, admin, { visitorId: visitor.visitorId, seq: 1 })).readSeq).toBe(1);
   });
+
+  it('an agent of another merchant is told the visitor does not exist (reading, typing)', async () => {
+    const { visitor } = await chat();
+    const outsider = await f.agent(await f.merchant(), { level: 'admin' });
+    expect(await codeOf(markRead(deps, outsider, { visitorId: visitor.visitorId, seq: 1 }))).toBe(
+      'NOT_FOUND: No such visitor',
+    );
+    expect(await codeOf(setTyping(deps, outsider, { visitorId: visitor.visitorId }))).toBe(
+      'NOT_FOUND: No such visitor',
+    );
+  });
 });
 
 describe('Typing', () => {
@@ -278,6 +500,27 @@ describe('Typing', () => {
     await assignAgent(deps, waiting);
     expect(await setTyping(deps, waiting, { typing: false })).toEqual({ published: false });
     feed.stop();
+  });
+
+  it('a failing throttle store is an error, not a throttled typing: false answer', async () => {
+    const { agent, visitor } = await chat();
+    // The Redis-backed limiter of an instance whose Redis is not reachable (never connected).
+    const { Redis } = await import('ioredis');
+    const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false });
+    try {
+      const cut: Deps = { ...deps, rateLimiter: rateLimiterFactory({ redis }) };
+      const feed = recordEvents(deps, [agentChannel(agent.agentId)]);
+      await feed.ready;
+      await expect(setTyping(cut, visitor, {})).rejects.toBeInstanceOf(BackendUnavailableError);
+      // Stopping needs no throttle, so it still goes out.
+      expect(await setTyping(cut, visitor, { typing: false })).toEqual({ published: true });
+      const stopped = await feed.first('typing');
+      expect(stopped.data).toMatchObject({ typing: false });
+      expect(feed.of('typing')).toHaveLength(1);
+      feed.stop();
+    } finally {
+      redis.disconnect();
+    }
   });
 });
 
