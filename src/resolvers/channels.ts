@@ -6,9 +6,10 @@ import type { ChannelEvent } from '../stores/bus.js';
 import { eventNames, isReservedEventName } from './event-catalog.js';
 import { agentChannel, globalChannel, publishSessionEnded, SESSION_ENDED, sessionFingerprint } from './events.js';
 import type { SessionPort } from './session.js';
-import { type AgentViewer, requireAgent, requireOnlineReception, type VisitorViewer } from './viewer.js';
+import { type HeldAgentViewer, requireAgent, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
-export type ChannelViewer = AgentViewer | VisitorViewer;
+/** A viewer as channels judge it; a full AgentViewer is one, and connections keep only `heldViewer`'s part. */
+export type ChannelViewer = HeldAgentViewer | VisitorViewer;
 
 /**
  * Who may listen where: a visitor to its own generated channel only; an agent (not a ticket
@@ -58,13 +59,13 @@ export function eventFate(viewer: ChannelViewer, name: string, event: ChannelEve
 }
 
 /** Whether `event` is the `session.ended` of the viewer's own Session. */
-export const endsSession = (event: ChannelEvent, viewer: AgentViewer) =>
+export const endsSession = (event: ChannelEvent, viewer: HeldAgentViewer) =>
   event.event === SESSION_ENDED &&
   ((event.data as { sessions?: string[] }).sessions ?? []).includes(sessionFingerprint(viewer.session.id));
 
 /** Someone waiting for the end of one Session. */
 interface SessionEndWaiter {
-  viewer: AgentViewer;
+  viewer: HeldAgentViewer;
   settle(event: ChannelEvent | undefined): void;
 }
 
@@ -80,7 +81,7 @@ export interface SessionEndWatches {
    * Resolves with the `session.ended` event of the viewer's Session, or undefined when `signal`
    * aborts first (or the watch fails, or the watches are stopped).
    */
-  watch(viewer: AgentViewer, signal: AbortSignal): Promise<ChannelEvent | undefined>;
+  watch(viewer: HeldAgentViewer, signal: AbortSignal): Promise<ChannelEvent | undefined>;
   /** Settles every wait with undefined and releases the bus subscriptions (graceful shutdown). */
   stop(): void;
 }

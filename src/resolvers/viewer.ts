@@ -28,6 +28,27 @@ export interface VisitorViewer {
 
 export const TICKET_AGENT = 'ticket_agent';
 
+/**
+ * What a long-lived connection or channel subscription keeps of an agent: the fields the channel
+ * rules read (authorization, Session-end matching), not the agent row or the Session port, which
+ * a socket would otherwise hold twice for its whole life (BENCHMARKS.md, idle subscribers).
+ */
+export interface HeldAgentViewer {
+  kind: 'agent';
+  agentId: string;
+  merchantId: string;
+  bid: string;
+  level: string;
+  session: { readonly id: string };
+}
+
+/** The part of a viewer a connection or subscription keeps (a visitor's viewer is already that small). */
+export function heldViewer(viewer: AgentViewer | HeldAgentViewer | VisitorViewer): HeldAgentViewer | VisitorViewer {
+  if (viewer.kind === 'visitor') return viewer;
+  const { agentId, merchantId, bid, level, session } = viewer;
+  return { kind: 'agent', agentId, merchantId, bid, level, session: { id: session.id } };
+}
+
 export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
 /**
@@ -66,7 +87,7 @@ export async function requireAgent(deps: Deps, session: SessionPort | undefined)
 }
 
 /** Spec: a `ticket_agent` calling an online-reception endpoint gets HTTP 403. */
-export function requireOnlineReception(viewer: AgentViewer): AgentViewer {
+export function requireOnlineReception<V extends Pick<AgentViewer, 'level'>>(viewer: V): V {
   if (viewer.level === TICKET_AGENT) {
     throw new DomainError('FORBIDDEN', 'Online reception is not available to ticket agents; use the ticket entry');
   }

@@ -6,7 +6,14 @@ import { clientIp } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
 import { type ChannelViewer, requireOwnAppkey, revalidateAgentSession } from '../resolvers/channels.js';
 import type { SessionPort } from '../resolvers/session.js';
-import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
+import {
+  type AgentViewer,
+  type HeldAgentViewer,
+  heldViewer,
+  requireAgent,
+  requireVisitor,
+  type VisitorViewer,
+} from '../resolvers/viewer.js';
 import type { ChannelEvent } from '../stores/bus.js';
 import { type RealtimeLimits, realtimeLimitsOf } from './limits.js';
 
@@ -226,7 +233,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
       async authenticate(presented, appkey) {
         if (viewer) throw new ConnectionRefused('forbidden', 'The identity of a connection is fixed');
         identity = presented;
-        let resolved: ChannelViewer;
+        let resolved: AgentViewer | VisitorViewer;
         try {
           resolved =
             presented.kind === 'visitor'
@@ -253,7 +260,9 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
           throw new ConnectionRefused('too_many_connections', 'Too many connections for this identity');
         }
         if (stop.signal.aborted) throw new ConnectionRefused('going_away', 'Closed while connecting');
-        viewer = resolved;
+        // The connection keeps ids, not the agent row and Session port (it lives as long as the socket).
+        const held = heldViewer(resolved);
+        viewer = held;
         ownKey = key;
         tallies.add(key, 'sockets', 1);
         tallies.add(key, 'subscriptions', subscriptions);
@@ -266,7 +275,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
             return resolved;
           }
           // One watch per socket serves its subscriptions too (each used to hold its own).
-          void deps.realtime.sessionEnds.watch(resolved, stop.signal).then((event) => {
+          void deps.realtime.sessionEnds.watch(held as HeldAgentViewer, stop.signal).then((event) => {
             if (!event || stop.signal.aborted) return;
             transport.sessionEnded(event);
             void endSession();
