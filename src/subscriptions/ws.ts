@@ -11,12 +11,11 @@ import {
   specifiedRules,
   type ValidationRule,
 } from 'graphql';
-import type { Context } from 'graphql-ws';
-import { useServer } from 'graphql-ws/use/ws';
+import { CloseCode, type Context, handleProtocols, makeServer } from 'graphql-ws';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
-import { clientIp, TWO_IDENTITIES, wsAddressFor } from '../http/request.js';
+import { TWO_IDENTITIES, wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
 import { describeOperation } from '../observability/graphql.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
@@ -25,6 +24,7 @@ import { type GraphQLServer, toGraphQLError } from '../schema/yoga.js';
 import { wsCloseCodeOf } from './close-codes.js';
 import { type Connection, type ConnectionCore, ConnectionRefused, type SocketIdentity } from './connection.js';
 import type { ChannelSubscription, Fanout, FanoutSocket, FrameFormat, SubscriptionOwner } from './fanout.js';
+import { createKeepAlive } from './keepalive.js';
 import { MAX_BUFFERED_BYTES, MAX_WS_PAYLOAD_BYTES } from './limits.js';
 import { verifyOrigin } from './origin.js';
 
@@ -39,16 +39,31 @@ const KEEPALIVE_MS = 12_000;
 /** On shutdown, a socket that does not finish the close handshake in this time is cut. */
 const SHUTDOWN_CLOSE_MS = 3000;
 
-type Extra = { socket: WebSocket; request: IncomingMessage };
+/** graphql-ws's `extra`: the socket only — the upgrade request is read once and let go (see SocketRecord). */
+type Extra = { socket: WebSocket };
 type SocketContext = Context<Record<string, unknown>, Extra>;
 
-/** What this adapter keeps per socket: the core's connection, and the releases of its operations. */
+/**
+ * What this adapter keeps per socket: the core's connection, the releases of its operations, and
+ * what it needs of the upgrade request, read at the upgrade (the `IncomingMessage`, its headers
+ * and stream state are not kept for the socket's life).
+ */
 interface SocketRecord {
   connection: Connection;
   /** The socket as the fan-out writes to it. */
   to: FanoutSocket;
   ctx?: SocketContext;
   releases: Map<string, () => void>;
+  /** The public address of this endpoint, for the socket's operation context. */
+  wsAddress: string;
+  /** The agent Session the upgrade request carried (cookie or `token`); false when `token` came more than once. */
+  upgradeSession: string | undefined | false;
+  /** connection_init must arrive before this fires (cleared once it has). */
+  initWait: NodeJS.Timeout | undefined;
+  /** graphql-ws's handler of this socket's messages. */
+  receive?: (data: string) => Promise<void>;
+  /** graphql-ws's end of the socket (its subscriptions, then onClose). */
+  closed?: (code: number, reason: string) => Promise<void>;
   /** Resolved once graphql-ws has finished with the socket (its onClose ran), for graceful shutdown. */
   finished: Promise<void>;
   finish(): void;
@@ -86,12 +101,45 @@ export function createSubscriptionServer(
   const rules: readonly ValidationRule[] | undefined =
     deps.config.env === 'production' ? [...specifiedRules, NoSchemaIntrospectionCustomRule] : undefined;
 
-  // Registered before useServer: a socket over a cap is closed before graphql-ws reads from it.
+  /** One keep-alive sweep for every socket (graphql-ws's own runs a timer and closures per socket). */
+  const keepAlive = createKeepAlive<WebSocket>(KEEPALIVE_MS);
+  /** The last endpoint address computed: sockets through the same host share one string. */
+  let lastWsAddress = '';
+
+  // Per-socket listeners are these shared functions (`this` is the socket), not closures per socket.
+  function clientError(this: WebSocket, error: Error & { code?: string }) {
+    // A bad frame from a client (over maxPayload: 1009, invalid UTF-8: 1007 …) is the client's
+    // fault and `ws` has already closed the socket with its code: a debug line, not an error.
+    deps.log.debug({ code: error.code, reason: error.message }, 'websocket client error');
+  }
+  function received(this: WebSocket, data: WebSocket.RawData) {
+    const record = records.get(this);
+    if (!record?.receive) return;
+    record.receive(String(data)).catch((error: unknown) => {
+      deps.log.error({ err: (error as Error)?.message ?? String(error) }, 'graphql-ws message handling failed');
+      const reason = deps.config.env === 'production' ? 'Internal server error' : String((error as Error)?.message);
+      this.close(CloseCode.InternalServerError, Buffer.byteLength(reason) > 123 ? 'Internal server error' : reason);
+    });
+  }
+  function socketClosed(this: WebSocket, code: number, reason: Buffer) {
+    keepAlive.delete(this);
+    const record = records.get(this);
+    if (!record) return;
+    clearTimeout(record.initWait);
+    record.initWait = undefined;
+    record.closed?.(code, String(reason)).catch((error: unknown) => {
+      deps.log.error({ err: (error as Error)?.message ?? String(error) }, 'graphql-ws close handling failed');
+    });
+  }
+
+  wss.options.handleProtocols = handleProtocols;
   wss.on('connection', (socket: WebSocket, request: IncomingMessage) => {
+    socket.on('error', clientError); // a socket must keep an 'error' listener, or an error would crash the process
     let finish = () => {};
     const finished = new Promise<void>((resolve) => {
       finish = resolve;
     });
+    let record: SocketRecord;
     try {
       const connection = core.open(
         {
@@ -105,22 +153,51 @@ export function createSubscriptionServer(
         request,
       );
       const to = { socket, connection, slowReason: SLOW_REASON, subscriptions: new Set<ChannelSubscription>() };
-      records.set(socket, { connection, to, releases: new Map(), finished, finish });
+      let upgradeSession: SocketRecord['upgradeSession'];
+      try {
+        upgradeSession = sessions.sessionIdOf(request);
+      } catch {
+        upgradeSession = false;
+      }
+      const wsAddress = wsAddressFor(request, deps.config);
+      if (wsAddress !== lastWsAddress) lastWsAddress = wsAddress;
+      record = {
+        connection,
+        to,
+        releases: new Map(),
+        wsAddress: lastWsAddress,
+        upgradeSession,
+        initWait: undefined,
+        finished,
+        finish,
+      };
+      records.set(socket, record);
     } catch (error) {
+      // Over a cap: closed before graphql-ws reads from it.
       if (!(error instanceof ConnectionRefused)) throw error;
       socket.close(wsCloseCodeOf[error.end], error.message);
+      return;
     }
+    keepAlive.add(socket);
+    socket.on('message', received);
+    socket.once('close', socketClosed);
+    record.initWait = setTimeout(() => {
+      record.initWait = undefined;
+      if (!record.ctx) socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout');
+    }, CONNECTION_INIT_WAIT_MS);
+    record.closed = server.opened(new GraphqlWsSocket(socket, record), { socket });
   });
 
-  const socketContext = (request: IncomingMessage, connection: Connection): GraphQLContext => {
+  const socketContext = (record: SocketRecord): GraphQLContext => {
+    const { connection } = record;
     const identity = connection.identity as SocketIdentity;
     return {
       deps,
       agent: async () => requireAgent(deps, await connection.sessionPort()),
       visitor: () => requireVisitor(deps, identity.kind === 'visitor' ? identity.bearer : undefined),
       identity: identity.kind,
-      wsAddress: wsAddressFor(request, deps.config),
-      clientIp: clientIp(request, deps.config),
+      wsAddress: record.wsAddress,
+      clientIp: connection.address,
     };
   };
 
@@ -150,9 +227,8 @@ export function createSubscriptionServer(
     const { record, id } = args.rootValue as ChannelOperation;
     const { field } = describeOperation(args.document, args.operationName);
     deps.metrics.graphqlOperation('subscription', field);
-    const request = (record.ctx as SocketContext).extra.request;
     const contextValue: GraphQLContext = {
-      ...socketContext(request, record.connection),
+      ...socketContext(record),
       openChannel: (viewer, channel, since) => {
         const handle = new OperationHandle(record, id, record.releases.get(id), deps, fanout);
         const key = formatKey(args);
@@ -177,114 +253,101 @@ export function createSubscriptionServer(
     return { errors };
   }
 
-  const disposable = useServer<Record<string, unknown>, Extra>(
-    {
-      connectionInitWaitTimeout: CONNECTION_INIT_WAIT_MS,
-      onConnect: async (ctx) => {
-        const { request, socket } = ctx.extra;
-        const record = records.get(socket);
-        if (!record) return false;
-        record.ctx = ctx;
-        const presented = presentedIdentity(ctx.connectionParams ?? {}, request, sessions);
-        if ('mistake' in presented) {
-          record.connection.end('forbidden', presented.mistake);
-          return false;
+  const server = makeServer<Record<string, unknown>, Extra>({
+    // The adapter's own timer (above): graphql-ws's would be kept, fired, for the socket's life.
+    connectionInitWaitTimeout: 0,
+    onConnect: async (ctx) => {
+      const { socket } = ctx.extra;
+      const record = records.get(socket);
+      if (!record) return false;
+      record.ctx = ctx;
+      clearTimeout(record.initWait);
+      record.initWait = undefined;
+      const presented = presentedIdentity(ctx.connectionParams ?? {}, record.upgradeSession);
+      if ('mistake' in presented) {
+        record.connection.end('forbidden', presented.mistake);
+        return false;
+      }
+      try {
+        await record.connection.authenticate(presented.identity, presented.appkey);
+      } catch (error) {
+        if (!(error instanceof ConnectionRefused)) throw error;
+        record.connection.end(error.end, error.message);
+        return false;
+      }
+      return socket.readyState === socket.OPEN; // false: it left while we were checking
+    },
+    onClose: async (ctx) => {
+      const record = records.get(ctx.extra.socket);
+      records.delete(ctx.extra.socket);
+      if (!record) return;
+      await record.connection.closed();
+      record.finish();
+    },
+    onSubscribe: async (ctx, id, payload) => {
+      const record = records.get(ctx.extra.socket);
+      if (!record?.connection.viewer) return refusal(new DomainError('UNAUTHENTICATED', 'Not connected'));
+      let release: () => void;
+      try {
+        release = record.connection.admitSubscription();
+      } catch (error) {
+        return refusal(error);
+      }
+      record.releases.set(id, release);
+      const { schema, execute, contextFactory, parse, validate } = yoga.getEnveloped({
+        socketContext: socketContext(record),
+        params: payload,
+      });
+      // parse() and validate() judge only the client's document (syntax, depth, alias, token and
+      // cost limits): whatever they throw is the client's error, answered on this operation.
+      try {
+        const document = parse(payload.query);
+        const errors = validate(schema, document, rules);
+        if (errors.length > 0) {
+          release();
+          return errors;
         }
-        try {
-          await record.connection.authenticate(presented.identity, presented.appkey);
-        } catch (error) {
-          if (!(error instanceof ConnectionRefused)) throw error;
-          record.connection.end(error.end, error.message);
-          return false;
-        }
-        return socket.readyState === socket.OPEN; // false: it left while we were checking
-      },
-      onClose: async (ctx) => {
-        const record = records.get(ctx.extra.socket);
-        records.delete(ctx.extra.socket);
-        if (!record) return;
-        await record.connection.closed();
-        record.finish();
-      },
-      onSubscribe: async (ctx, id, payload) => {
-        const record = records.get(ctx.extra.socket);
-        if (!record?.connection.viewer) return refusal(new DomainError('UNAUTHENTICATED', 'Not connected'));
-        let release: () => void;
-        try {
-          release = record.connection.admitSubscription();
-        } catch (error) {
-          return refusal(error);
-        }
-        record.releases.set(id, release);
-        const { schema, execute, contextFactory, parse, validate } = yoga.getEnveloped({
-          req: ctx.extra.request,
-          socketContext: socketContext(ctx.extra.request, record.connection),
-          params: payload,
-        });
-        // parse() and validate() judge only the client's document (syntax, depth, alias, token and
-        // cost limits): whatever they throw is the client's error, answered on this operation.
-        try {
-          const document = parse(payload.query);
-          const errors = validate(schema, document, rules);
-          if (errors.length > 0) {
-            release();
-            return errors;
-          }
-          if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
-            // No per-operation context is built or kept: `subscribe` below makes a passing one.
-            const root: ChannelOperation = { record, id };
-            return {
-              schema,
-              operationName: payload.operationName,
-              document,
-              variableValues: payload.variables,
-              rootValue: root,
-            } as ExecutionArgs;
-          }
+        if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+          // No per-operation context is built or kept: `subscribe` below makes a passing one.
+          const root: ChannelOperation = { record, id };
           return {
             schema,
             operationName: payload.operationName,
             document,
             variableValues: payload.variables,
-            contextValue: await contextFactory(),
-            rootValue: { execute },
+            rootValue: root,
           } as ExecutionArgs;
-        } catch (error) {
-          release();
-          if ((error as Error).name !== 'GraphQLError') throw error;
-          return [new GraphQLError((error as Error).message, { extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })];
         }
-      },
-      execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
-      subscribe: (args) => subscribeOperation(args),
-      onOperation: (ctx, id, _payload, _args, result) => {
-        const record = records.get(ctx.extra.socket);
-        const release = record?.releases.get(id);
-        record?.releases.delete(id);
-        // A single result (a query, or a refused subscription): the operation is over. A
-        // subscription's handle releases its slot when it finishes.
-        if (!(result instanceof OperationHandle)) release?.();
-      },
-      onNext: (ctx) => {
-        if (ctx.extra.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
-          deps.metrics.eventDropped('slow_consumer');
-          records.get(ctx.extra.socket)?.connection.end('slow_consumer', SLOW_REASON);
-        }
-      },
+        return {
+          schema,
+          operationName: payload.operationName,
+          document,
+          variableValues: payload.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute },
+        } as ExecutionArgs;
+      } catch (error) {
+        release();
+        if ((error as Error).name !== 'GraphQLError') throw error;
+        return [new GraphQLError((error as Error).message, { extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })];
+      }
     },
-    wss,
-    KEEPALIVE_MS,
-  );
-  // A bad frame from a client (over maxPayload: 1009, invalid UTF-8: 1007 …) is the client's
-  // fault and `ws` has already closed the socket with its code; graphql-ws would print each one
-  // with a stack to stderr (console.error), an unstructured line any client could repeat at will.
-  // Registered after useServer, so graphql-ws's listener exists and is replaced (a socket must
-  // keep an 'error' listener, or the error would crash the process).
-  wss.on('connection', (socket: WebSocket) => {
-    socket.removeAllListeners('error');
-    socket.on('error', (error: Error & { code?: string }) => {
-      deps.log.debug({ code: error.code, reason: error.message }, 'websocket client error');
-    });
+    execute: (args) => (args.rootValue as { execute: (a: ExecutionArgs) => never }).execute(args),
+    subscribe: (args) => subscribeOperation(args),
+    onOperation: (ctx, id, _payload, _args, result) => {
+      const record = records.get(ctx.extra.socket);
+      const release = record?.releases.get(id);
+      record?.releases.delete(id);
+      // A single result (a query, or a refused subscription): the operation is over. A
+      // subscription's handle releases its slot when it finishes.
+      if (!(result instanceof OperationHandle)) release?.();
+    },
+    onNext: (ctx) => {
+      if (ctx.extra.socket.bufferedAmount > MAX_BUFFERED_BYTES) {
+        deps.metrics.eventDropped('slow_consumer');
+        records.get(ctx.extra.socket)?.connection.end('slow_consumer', SLOW_REASON);
+      }
+    },
   });
 
   return {
@@ -300,12 +363,46 @@ export function createSubscriptionServer(
           return (record?.finished ?? Promise.resolve()).finally(() => clearTimeout(cut));
         }),
       );
-      await disposable.dispose();
+      keepAlive.stop();
+      for (const socket of wss.clients) socket.close(wsCloseCodeOf.going_away, 'Going away');
+      wss.removeAllListeners();
+      await new Promise<void>((resolve, reject) => wss.close((error) => (error ? reject(error) : resolve())));
     },
   };
 }
 
 const SLOW_REASON = 'Slow consumer: reconnect and resume with since';
+
+/**
+ * The socket as graphql-ws's server core sees it: methods on a prototype, not four closures per
+ * socket as in graphql-ws's own `ws` adapter (graphql-ws/use/ws, which this file replaces).
+ */
+class GraphqlWsSocket {
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly record: SocketRecord,
+  ) {}
+
+  get protocol() {
+    return this.socket.protocol;
+  }
+
+  send(data: string): Promise<void> {
+    const { socket } = this;
+    return new Promise((resolve, reject) => {
+      if (socket.readyState !== socket.OPEN) return resolve();
+      socket.send(data, (error) => (error ? reject(error) : resolve()));
+    });
+  }
+
+  close(code: number, reason: string) {
+    this.socket.close(code, reason);
+  }
+
+  onMessage(receive: (data: string) => Promise<void>) {
+    this.record.receive = receive;
+  }
+}
 
 /** What onSubscribe leaves for `subscribe` in a subscription's root value. */
 interface ChannelOperation {
@@ -400,8 +497,7 @@ function param(params: Record<string, unknown>, name: string): unknown {
  */
 function presentedIdentity(
   params: Record<string, unknown>,
-  request: IncomingMessage,
-  sessions: Pick<SessionLayer, 'sessionIdOf'>,
+  upgradeSession: SocketRecord['upgradeSession'],
 ): { identity: SocketIdentity; appkey: string } | { mistake: string } {
   const appkey = param(params, 'appkey');
   if (typeof appkey !== 'string' || appkey === '') {
@@ -421,13 +517,8 @@ function presentedIdentity(
       ? { identity: { kind: 'agent', sessionId: token }, appkey }
       : { mistake: 'token must be an agent Session ID (a visitor token goes in authorization as Bearer)' };
   }
-  let sessionId: string | undefined;
-  try {
-    sessionId = sessions.sessionIdOf(request);
-  } catch {
-    return { mistake: 'token given more than once on the upgrade request' };
-  }
-  return sessionId
-    ? { identity: { kind: 'agent', sessionId }, appkey }
+  if (upgradeSession === false) return { mistake: 'token given more than once on the upgrade request' };
+  return upgradeSession
+    ? { identity: { kind: 'agent', sessionId: upgradeSession }, appkey }
     : { mistake: 'No identity: send token (agent) or authorization (Bearer visitor token), or log in' };
 }
