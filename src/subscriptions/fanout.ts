@@ -1,6 +1,7 @@
 import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
 import { type ChannelViewer, endsSession, eventFate } from '../resolvers/channels.js';
+import { heldViewer } from '../resolvers/viewer.js';
 import { type ChannelEvent, DEFAULT_MAX_QUEUED_EVENTS, SlowConsumerError, SUBSCRIBED } from '../stores/bus.js';
 import { compareIds, type EventId } from '../stores/event-id.js';
 import type { Connection } from './connection.js';
@@ -60,6 +61,73 @@ export interface ChannelSubscription {
   ended: boolean;
 }
 
+/**
+ * One serialized event of one format, shared by a walk's subscriptions: its text, its UTF-8 bytes
+ * (encoded once, when first needed), and the last WebSocket frame built from it (with the
+ * before/after it was built for: subscriptions with the same operation id share the frame).
+ */
+interface Payload {
+  readonly text: string;
+  bytes(): Buffer;
+  before?: string;
+  after?: string;
+  frame?: Buffer;
+}
+
+function payloadOf(text: string | undefined): Payload | undefined {
+  if (text === undefined) return undefined;
+  let bytes: Buffer | undefined;
+  return { text, bytes: () => (bytes ??= Buffer.from(text)) };
+}
+
+/** What the pre-framed write reads of a `ws` WebSocket (ws 8 internals): its TCP socket and its sender's state. */
+interface WsInternals {
+  _socket?: { write(frame: Buffer): boolean };
+  _sender?: { _state: number; _queue: unknown[] };
+}
+/** ws's Sender state when it is not deflating or reading a Blob (nothing may be queued ahead of a frame). */
+const SENDER_IDLE = 0;
+
+/**
+ * A final, unmasked text frame (RFC 6455 §5.2) of `before` + payload + `after`, built once and
+ * written as is to every socket it suits: one write per socket, where ws's `send` would encode
+ * the string, allocate a header and write both (corked) for each socket. Server frames are never
+ * masked, so the bytes are the same for every socket.
+ */
+export function textFrame(before: string, payload: Buffer, after: string): Buffer {
+  const beforeBytes = Buffer.byteLength(before);
+  const length = beforeBytes + payload.length + Buffer.byteLength(after);
+  const header = length < 126 ? 2 : length < 65_536 ? 4 : 10;
+  const frame = Buffer.allocUnsafe(header + length);
+  frame[0] = 0x81; // FIN, text
+  if (length < 126) frame[1] = length;
+  else if (length < 65_536) {
+    frame[1] = 126;
+    frame.writeUInt16BE(length, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2);
+    frame.writeUInt32BE(length >>> 0, 6);
+  }
+  frame.write(before, header);
+  payload.copy(frame, header + beforeBytes);
+  frame.write(after, header + beforeBytes + payload.length);
+  return frame;
+}
+
+/**
+ * The viewer a subscription keeps for its life: its socket's when they name the same identity
+ * and Session (the usual case: no second copy per subscription), else the held part of its own.
+ */
+function keptViewer(viewer: ChannelViewer, socket: ChannelViewer | undefined): ChannelViewer {
+  if (socket?.kind === 'agent' && viewer.kind === 'agent') {
+    if (socket.agentId === viewer.agentId && socket.session.id === viewer.session.id) return socket;
+  } else if (socket?.kind === 'visitor' && viewer.kind === 'visitor') {
+    if (socket.visitorId === viewer.visitorId && socket.channel === viewer.channel) return socket;
+  }
+  return heldViewer(viewer);
+}
+
 /** Live events the hub's own bus subscription may hold while a walk is running; far above any burst. */
 const FEED_MAX_QUEUED = 100_000;
 
@@ -90,10 +158,20 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
   const formats = new Map<string, { format: FrameFormat; users: number }>();
 
   /** Writes one frame; a socket past the buffer limit is ended as a slow consumer. */
-  function write(sub: ChannelSubscription, payload: string) {
+  function write(sub: ChannelSubscription, payload: Payload) {
     const { socket } = sub.to;
     if (socket.readyState !== socket.OPEN) return;
-    socket.send(sub.before === '' ? payload : sub.before + payload + sub.after);
+    const raw = socket as unknown as WsInternals;
+    if (raw._socket && raw._sender?._state === SENDER_IDLE && raw._sender._queue.length === 0) {
+      if (payload.before !== sub.before || payload.after !== sub.after || !payload.frame) {
+        payload.frame = textFrame(sub.before, payload.bytes(), sub.after);
+        payload.before = sub.before;
+        payload.after = sub.after;
+      }
+      raw._socket.write(payload.frame);
+    } else {
+      socket.send(sub.before === '' ? payload.text : sub.before + payload.text + sub.after);
+    }
     if (socket.bufferedAmount > MAX_BUFFERED_BYTES) slow(sub.to);
   }
 
@@ -104,13 +182,13 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
   }
 
   /** Delivers one event to one subscription by the channel's rule; `payloads` shares serializations within a walk. */
-  function deliver(sub: ChannelSubscription, event: ChannelEvent, payloads?: Map<FrameFormat, string | undefined>) {
+  function deliver(sub: ChannelSubscription, event: ChannelEvent, payloads?: Map<FrameFormat, Payload | undefined>) {
     const fate = eventFate(sub.viewer, sub.channel, event);
     if (fate === 'skip') return 0;
-    let payload: string | undefined;
+    let payload: Payload | undefined;
     if (payloads?.has(sub.format)) payload = payloads.get(sub.format);
     else {
-      payload = sub.format.payload(event);
+      payload = payloadOf(sub.format.payload(event));
       payloads?.set(sub.format, payload);
     }
     if (payload !== undefined) write(sub, payload);
@@ -120,7 +198,7 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
 
   /** One live event to every subscription of its channel on this instance. */
   function walk(feed: Feed, event: ChannelEvent) {
-    const payloads = new Map<FrameFormat, string | undefined>();
+    const payloads = new Map<FrameFormat, Payload | undefined>();
     let delivered = 0;
     for (const sub of feed.subscriptions) {
       if (sub.pending) {
@@ -219,8 +297,14 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
   }
 
   return {
-    subscribe({ since, ...spec }) {
-      const sub: ChannelSubscription = { ...spec, pending: [], covered: undefined, ended: false };
+    subscribe({ since, viewer, ...spec }) {
+      const sub: ChannelSubscription = {
+        ...spec,
+        viewer: keptViewer(viewer, spec.to.connection.viewer),
+        pending: [],
+        covered: undefined,
+        ended: false,
+      };
       const shared = formats.get(sub.format.key);
       if (shared) shared.users++;
       const feed = feedOf(sub.channel);
@@ -234,7 +318,7 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
     sessionEnded(to, event) {
       for (const sub of [...to.subscriptions]) {
         if (sub.viewer.kind !== 'agent' || sub.channel === event.channel || !endsSession(event, sub.viewer)) continue;
-        const payload = sub.format.payload({ ...event, channel: sub.channel });
+        const payload = payloadOf(sub.format.payload({ ...event, channel: sub.channel }));
         if (payload !== undefined) write(sub, payload);
         end(sub);
       }
