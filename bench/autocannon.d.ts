@@ -8,7 +8,10 @@ declare module 'autocannon' {
     connections?: number;
     pipelining?: number;
     duration?: number;
-    requests?: { setupRequest?: (req: Record<string, unknown>) => Record<string, unknown> }[];
+    requests?: {
+      setupRequest?: (req: Record<string, unknown>) => Record<string, unknown>;
+      onResponse?: (status: number, body: string) => void;
+    }[];
   }
   interface Result {
     requests: { average: number; total: number };

@@ -35,10 +35,14 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-/** Starts `node --import tsx <script>` pinned to the server core, and waits for its port. */
+/**
+ * Starts `node --import tsx <script>` pinned to the server core, and waits for its port.
+ * `env.BENCH_NODE_ARGS` adds options node refuses in NODE_OPTIONS (e.g. `--cpu-prof`).
+ */
 export async function startPinned(script: string, env: Record<string, string>, readyPath = '/healthz'): Promise<Proc> {
   const port = await freePort();
-  const child = spawn('taskset', ['-c', SERVER_CORE, process.execPath, '--import', 'tsx', script], {
+  const nodeArgs = env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn('taskset', ['-c', SERVER_CORE, process.execPath, ...nodeArgs, '--import', 'tsx', script], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -99,6 +103,10 @@ export interface LoadResult {
   p99: number;
   errors: number;
   non2xx: number;
+  /** 2xx answers the spec's `check` refused (e.g. a login answered with an error code). */
+  refused: number;
+  /** The first few non-2xx or refused answers, status and body, for the failure message. */
+  samples: string[];
   /** Share of the window the server's core was busy (CPU seconds / wall seconds). */
   cpu: number;
   /** The server's resident memory at the end of the window, in bytes. */
@@ -112,6 +120,8 @@ export interface LoadSpec {
   body?: string;
   /** Per-request hook (e.g. a different cookie each time). */
   setupRequest?: (req: Record<string, unknown>) => Record<string, unknown>;
+  /** Whether a 2xx answer did the work measured (else it counts as `refused` and fails the window). */
+  check?: (body: string) => boolean;
   connections?: number;
   seconds: number;
   /** Process whose CPU use is measured during the window. */
@@ -121,6 +131,14 @@ export interface LoadSpec {
 export async function load(spec: LoadSpec): Promise<LoadResult> {
   const cpuBefore = spec.pid ? cpuSeconds(spec.pid) : 0;
   const started = Date.now();
+  let refused = 0;
+  const samples: string[] = [];
+  const onResponse = (status: number, body: string) => {
+    const ok = status >= 200 && status < 300;
+    if (ok && (!spec.check || spec.check(body))) return;
+    if (ok) refused++;
+    if (samples.length < 5) samples.push(`${status} ${body.slice(0, 200)}`);
+  };
   const result = await autocannon({
     url: spec.url,
     method: spec.method ?? 'GET',
@@ -129,7 +147,7 @@ export async function load(spec: LoadSpec): Promise<LoadResult> {
     connections: spec.connections ?? 50,
     pipelining: 1,
     duration: spec.seconds,
-    requests: spec.setupRequest ? [{ setupRequest: spec.setupRequest as never }] : undefined,
+    requests: [spec.setupRequest ? { setupRequest: spec.setupRequest as never, onResponse } : { onResponse }],
   });
   const wall = Math.max(spec.seconds, (Date.now() - started) / 1000);
   return {
@@ -139,6 +157,8 @@ export async function load(spec: LoadSpec): Promise<LoadResult> {
     p99: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+    refused,
+    samples,
     cpu: spec.pid ? (cpuSeconds(spec.pid) - cpuBefore) / wall : 0,
   };
 }
@@ -172,9 +192,16 @@ export async function interleave(
     a.push(await baseline(opts.seconds));
     b.push(await scenario(opts.seconds));
   }
-  for (const r of [...a, ...b]) {
-    if (r.errors || r.non2xx)
-      throw new Error(`a measured window had ${r.errors} errors and ${r.non2xx} non-2xx answers`);
+  for (const [side, runs] of [
+    ['baseline', a],
+    ['scenario', b],
+  ] as const) {
+    for (const r of runs) {
+      if (r.errors || r.non2xx || r.refused)
+        throw new Error(
+          `a measured ${side} window had ${r.errors} errors, ${r.non2xx} non-2xx and ${r.refused} refused answers, e.g.:\n${r.samples.join('\n')}`,
+        );
+    }
   }
   return { baseline: a, scenario: b, ratio: median(b.map((r, i) => r.rps / (a[i] as LoadResult).rps)) };
 }
