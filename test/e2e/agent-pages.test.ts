@@ -6,6 +6,7 @@ import {
   launchChromium,
   logInThroughPage,
   openTab,
+  openWorkbenchLoggedIn,
   publish,
   screenshot,
   waitForSubscription,
@@ -80,8 +81,7 @@ describeInBrowser('agent pages in a real browser', () => {
   });
 
   it('an event published to agent-{agent_id} and global-{bid} appears in the live feed', async () => {
-    await logInThroughPage(page, t, 'alice');
-    await page.waitForURL(`${t.url}/agent/`);
+    await openWorkbenchLoggedIn(page, t, 'alice');
     await waitUntilLive(page);
     const { data } = await bootstrapOf(page);
     await waitForSubscription(page, t, `agent-${data.agent.agent_id}`);
@@ -100,8 +100,7 @@ describeInBrowser('agent pages in a real browser', () => {
   });
 
   it('after a network drop the workbench reconnects, resubscribes with since and shows the missed event', async () => {
-    await logInThroughPage(page, t, 'alice');
-    await page.waitForURL(`${t.url}/agent/`);
+    await openWorkbenchLoggedIn(page, t, 'alice');
     await waitUntilLive(page);
     const { data } = await bootstrapOf(page);
     const channel = `agent-${data.agent.agent_id}`;
@@ -183,8 +182,7 @@ describeInBrowser('agent pages in a real browser', () => {
   });
 
   it('when the Session ends (logout elsewhere) the workbench goes back to the login page', async () => {
-    await logInThroughPage(page, t, 'alice');
-    await page.waitForURL(`${t.url}/agent/`);
+    await openWorkbenchLoggedIn(page, t, 'alice');
     await waitUntilLive(page);
     const { data } = await bootstrapOf(page);
     await waitForSubscription(page, t, `agent-${data.agent.agent_id}`);

@@ -6,10 +6,11 @@ import { agents, merchants } from '../../src/db/schema.js';
 import { createAgent } from '../../src/resolvers/admin.js';
 import {
   type BrowserTab,
+  browserAvailable,
   describeInBrowser,
   launchChromium,
-  logInThroughPage,
   openTab,
+  openWorkbenchLoggedIn,
   screenshot,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -34,21 +35,23 @@ const png = (width: number, height: number) =>
 /** Two pages and a server on a shared, loaded machine: each step waits for its condition, up to Playwright's 30 s. */
 const STORY_TIMEOUT = 120_000;
 
+// One Chromium and one server for the whole file (a launch costs about 2 s of CPU).
+let t: TestApp;
+let browser: Browser;
+beforeAll(async () => {
+  if (browserAvailable) [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await t?.stop();
+});
+
 describeInBrowser('chat pages: a visitor page and the workbench against one server', () => {
-  let t: TestApp;
-  let browser: Browser;
   let agentTab: BrowserTab;
   let visitorTab: BrowserTab;
   let agent: Page;
   let visitor: Page;
 
-  beforeAll(async () => {
-    [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await t?.stop();
-  });
   beforeEach(async () => {
     [agentTab, visitorTab] = await Promise.all([openTab(browser), openTab(browser)]);
     agent = agentTab.page;
@@ -68,8 +71,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   });
 
   const openWorkbench = async () => {
-    await logInThroughPage(agent, t, 'alice');
-    await agent.waitForURL(`${t.url}/agent/`);
+    await openWorkbenchLoggedIn(agent, t, 'alice');
     await live(agent);
     await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
   };
@@ -383,8 +385,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       const carolTab = await openTab(browser);
       try {
         // Carol comes online: Alice's page learns it from global-{bid} (agent.login, agent.state).
-        await logInThroughPage(carolTab.page, t, 'carol');
-        await carolTab.page.waitForURL(`${t.url}/agent/`);
+        await openWorkbenchLoggedIn(carolTab.page, t, 'carol');
         await live(carolTab.page);
         await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
         await poll(() => agent.locator('#transfer-target option').allTextContents()).toContain('Carol');
@@ -404,23 +405,17 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
 });
 
 describeInBrowser('the pages’ test hooks', () => {
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-
   it(
     'window.__parley exists outside production and is absent with NODE_ENV=production',
     async () => {
       for (const env of ['test', 'production'] as const) {
-        // Production never loads the demo data: the page stops at "which merchant?", its script has run.
-        const t = await startTestApp({ config: { env, demoSeed: env !== 'production' } });
+        // The file's server runs with NODE_ENV=test. Production never loads the demo data: the
+        // page stops at "which merchant?", its script has run.
+        const app = env === 'test' ? t : await startTestApp({ config: { env, demoSeed: false } });
+        expect(app.config.env).toBe(env);
         const tab = await openTab(browser);
         try {
-          await tab.page.goto(`${t.url}/visitor/?appkey=demo-appkey`);
+          await tab.page.goto(`${app.url}/visitor/?appkey=demo-appkey`);
           await tab.page.waitForSelector('#main[aria-busy="false"]', { state: 'attached' });
           const hooks = await tab.page.evaluate(() => typeof (window as unknown as Hooks).__parley);
           expect(hooks, env).toBe(env === 'production' ? 'undefined' : 'object');
@@ -429,7 +424,7 @@ describeInBrowser('the pages’ test hooks', () => {
           );
         } finally {
           await tab.close();
-          await t.stop();
+          if (app !== t) await app.stop();
         }
       }
     },

@@ -88,6 +88,25 @@ export async function logInThroughPage(page: Page, t: TestApp, username: string,
   await page.getByRole('button', { name: 'Log in' }).click();
 }
 
+/**
+ * Logs the tab's context in with the login API (captcha, then `POST /agent/login/check`), whose
+ * Session cookie the context keeps, and opens the workbench: for tests about what follows a
+ * login. The login page itself is tested through the page (`logInThroughPage`).
+ */
+export async function openWorkbenchLoggedIn(
+  page: Page,
+  t: TestApp,
+  username: string,
+  password = `${username}-password`,
+) {
+  const request = page.context().request;
+  await request.get(`${t.url}/agent/login/logincaptcha?rand=${Math.random()}`);
+  const res = await request.post(`${t.url}/agent/login/check`, { form: { username, password, captcha: CAPTCHA } });
+  const body = (await res.json()) as { code: number };
+  if (body.code !== 0) throw new Error(`login as ${username} failed: ${res.status()} ${JSON.stringify(body)}`);
+  await page.goto(`${t.url}/agent/`);
+}
+
 /** Publishes an event through the internal API, as the services the spec leaves out do. */
 export async function publish(t: TestApp, channel: string, event: string, data: unknown): Promise<{ id: string }> {
   const res = await fetch(`${t.url}/internal/events`, {
