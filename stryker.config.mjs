@@ -1,14 +1,14 @@
 // @ts-check
 /**
  * Mutation testing of the domain rules (`npm run mutation`): Stryker mutates src/resolvers/ and
- * the event bus, and runs the fast domain-level tests (vitest.domain.config.ts) against each
- * mutant. Too slow for CI; run it before resolving a change to the rules. The JSON report goes
+ * the event bus, and runs the fast domain-level tests against each mutant, on a vitest pool that
+ * keeps its worker thread from one mutant to the next (vitest.mutation.config.ts). Too slow for CI; run it before resolving a change to the rules. The JSON report goes
  * to reports/mutation/mutation.json (not committed).
  * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
 export default {
   testRunner: 'vitest',
-  vitest: { configFile: 'vitest.domain.config.ts' },
+  vitest: { configFile: 'vitest.mutation.config.ts' },
   mutate: ['src/resolvers/**/*.ts', 'src/stores/bus.ts'],
   // Documentation and log text are not mutated (scripts/stryker-text-ignorer.mjs says why).
   plugins: ['@stryker-mutator/*', './scripts/stryker-text-ignorer.mjs'],

@@ -154,12 +154,14 @@ describe('connections', () => {
 
   it('within the grace period a closed connection still counts: a reload does not flap', async () => {
     const w = await watched();
-    const tracker = createPresenceTracker(deps);
+    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 1 } });
     await tracker.disconnected(await tracker.connected(w.agent));
     await settleExpiredPresence(deps);
     expect(await readAgentState(deps, w.agent.agent)).toBe('online');
-    // close() drops the pending grace timer: nothing is settled after shutdown.
+    // close() drops the pending grace timer: nothing is settled after shutdown. An absence shows
+    // only past the moment: wait beyond the timer (1 s + 20 ms), then for anything it published.
     await tracker.close();
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
     await w.settled();
     expect(w.states()).toEqual([['online', 'connected']]);
     w.recorder.stop();

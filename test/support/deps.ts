@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { eq } from 'drizzle-orm';
+import { inject } from 'vitest';
 import { type Config, loadConfig } from '../../src/config.js';
+import type { Database } from '../../src/db/client.js';
 import { agents, merchants } from '../../src/db/schema.js';
 import { buildDeps, type Deps } from '../../src/deps.js';
 import { DomainError } from '../../src/errors.js';
@@ -24,7 +26,16 @@ import { freshStores, type TestStores, templateDatabase } from './stores.js';
 
 export type TestDeps = Deps & { close(): Promise<void> };
 
-let shared: Promise<{ deps: TestDeps; stores: TestStores }> | undefined;
+/** A worker's stores: opened on first use and kept for the rest of the run (test/global-setup.ts drops them at its end). */
+interface WorkerStores {
+  stores: TestStores;
+  /** The embedded database, opened from the migrated template; undefined on PostgreSQL (each deps connects). */
+  database: Database | undefined;
+}
+
+let workerStores: Promise<WorkerStores> | undefined;
+/** The deps of the current run, and which run that is (see `currentRun`). */
+let current: { run: unknown; deps: Promise<TestDeps> } | undefined;
 
 /** Options that change the deps' config (e.g. a shorter channel history). */
 function testConfig(stores: TestStores, env: Record<string, string> = {}): Config {
@@ -49,33 +60,59 @@ const quietLog = () =>
     }),
   );
 
-/** New deps on fresh stores of their own, migrated; `close()` also drops the stores. */
-async function buildTestDeps(): Promise<{ deps: TestDeps; stores: TestStores }> {
+async function openStores(): Promise<WorkerStores> {
   const stores = await freshStores();
-  const database = await templateDatabase(stores, 'migrated');
-  const deps = await buildDeps(testConfig(stores), quietLog(), { database });
+  return { stores, database: await templateDatabase(stores, 'migrated') };
+}
+
+/** Deps over `stores`, migrated; closing them leaves a kept database open. */
+async function depsOver({ stores, database }: WorkerStores): Promise<TestDeps> {
+  const kept = database && { ...database, close: async () => {} };
+  const deps = await buildDeps(testConfig(stores), quietLog(), { database: kept });
   await deps.database.migrate();
-  const close = deps.close;
-  deps.close = async () => {
-    await close();
-    await stores.drop();
-  };
-  return { deps, stores };
+  return deps;
 }
 
 /**
+ * Which run the deps are for. vitest.mutation.config.ts keeps a worker thread for many runs, one
+ * per mutant, and a deps object holds services built by code under mutation (the realtime
+ * service, the config cache, the bus): each mutant's run builds its own, over the worker's
+ * database. Outside Stryker there is one run per worker.
+ */
+const currentRun = () => (inject as (key: string) => unknown)('activeMutant');
+
+/**
  * The worker's deps, built and migrated on first use and kept for the rest of the run: files share
- * them (each test makes its own merchant), so a worker opens one database, not one per file. The
- * run's end drops their stores (test/global-setup.ts).
+ * them (each test makes its own merchant), so a worker opens one database, not one per file.
  */
 export function testDeps(): Promise<TestDeps> {
-  shared ??= buildTestDeps();
-  return shared.then((s) => s.deps);
+  const run = currentRun();
+  if (!current || current.run !== run) {
+    const previous = current?.deps;
+    workerStores ??= openStores();
+    const stores = workerStores;
+    current = {
+      run,
+      deps: (async () => {
+        await (await previous?.catch(() => undefined))?.close();
+        return depsOver(await stores);
+      })(),
+    };
+  }
+  return current.deps;
 }
 
 /** Deps on a database of their own, for a test that needs it empty; the caller closes them. */
 export async function privateTestDeps(): Promise<TestDeps> {
-  return (await buildTestDeps()).deps;
+  const own = await openStores();
+  const deps = await depsOver(own);
+  const close = deps.close;
+  deps.close = async () => {
+    await close();
+    await own.database?.close();
+    await own.stores.drop();
+  };
+  return deps;
 }
 
 /**
@@ -85,9 +122,9 @@ export async function privateTestDeps(): Promise<TestDeps> {
  */
 export async function secondInstance(): Promise<TestDeps | undefined> {
   await testDeps();
-  const s = await (shared as NonNullable<typeof shared>);
-  if (!s.stores.databaseUrl) return undefined;
-  return buildDeps(testConfig(s.stores), quietLog());
+  const { stores } = await (workerStores as Promise<WorkerStores>);
+  if (!stores.databaseUrl) return undefined;
+  return buildDeps(testConfig(stores), quietLog());
 }
 
 const stubSession = (state: SessionPort['state']): SessionPort => ({
@@ -273,8 +310,11 @@ export function recordEvents(deps: Deps, channels: string[]) {
   };
 }
 
+/** How long `eventually` waits by default: 10 s, or TEST_WAIT_MS (the mutation run's 2 s, vitest.mutation.config.ts). */
+const WAIT_MS = Number(process.env.TEST_WAIT_MS) || 10_000;
+
 /** Waits until `check` holds, polling; fails with `what` after `ms`. */
-export async function eventually<T>(check: () => T | Promise<T>, what: string, ms = 10_000): Promise<T> {
+export async function eventually<T>(check: () => T | Promise<T>, what: string, ms = WAIT_MS): Promise<T> {
   const deadline = Date.now() + ms;
   let last: unknown;
   for (;;) {

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config';
+import { closeKeptThreads, keptThreads } from './scripts/vitest-kept-threads.mjs';
+import domain from './vitest.domain.config.js';
+
+/**
+ * What `npm run mutation` runs for each mutant: the domain-level tests (vitest.domain.config.ts)
+ * on a pool whose worker thread outlives a run (scripts/vitest-kept-threads.mjs), so a mutant
+ * costs its tests, not a new thread, the imports and a new database. Stryker's runner asks for
+ * `pool: 'threads'` when it creates vitest; the plugin puts this pool back after that.
+ * TEST_WAIT_MS shortens `eventually`'s deadline (test/support/deps.ts): a mutant that stops an
+ * event fails its test in 2 s instead of running into Stryker's timeout, which restarts vitest.
+ */
+export default defineConfig({
+  ...domain,
+  test: { ...domain.test, env: { ...domain.test?.env, TEST_WAIT_MS: '2000' } },
+  plugins: [
+    {
+      name: 'parley:kept-threads',
+      configureVitest({ project, vitest }) {
+        Object.assign(project.config, { pool: keptThreads.name, poolRunner: keptThreads });
+        vitest.onClose(closeKeptThreads);
+      },
+    },
+  ],
+});
