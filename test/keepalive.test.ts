@@ -8,7 +8,9 @@ class FakeSocket extends EventEmitter {
   readyState = 1;
   pings = 0;
   terminated = false;
-  answers = true;
+  constructor(public answers = true) {
+    super();
+  }
   ping() {
     this.pings++;
     if (this.answers) queueMicrotask(() => this.emit('pong'));
@@ -43,11 +45,8 @@ describe('keep-alive sweep (src/subscriptions/keepalive.ts)', () => {
   it('terminates a socket that has not answered its ping by its next turn, and only that one', async () => {
     const keepAlive = createKeepAlive<FakeSocket>(12_000, 12);
     try {
-      const silent = new FakeSocket();
-      silent.answers = false;
-      const alive = new FakeSocket();
-      keepAlive.add(silent);
-      keepAlive.add(alive);
+      const [silent, alive] = [new FakeSocket(false), new FakeSocket()];
+      for (const socket of [silent, alive]) keepAlive.add(socket);
       await vi.advanceTimersByTimeAsync(12_000);
       expect(silent.pings).toBe(1);
       expect(silent.terminated).toBe(false); // its ping is not due yet
@@ -63,11 +62,8 @@ describe('keep-alive sweep (src/subscriptions/keepalive.ts)', () => {
 
   it('a closed socket is neither pinged nor terminated; stop ends the sweep', async () => {
     const keepAlive = createKeepAlive<FakeSocket>(12_000, 12);
-    const gone = new FakeSocket();
-    gone.answers = false;
-    const other = new FakeSocket();
-    keepAlive.add(gone);
-    keepAlive.add(other);
+    const [gone, other] = [new FakeSocket(false), new FakeSocket()];
+    for (const socket of [gone, other]) keepAlive.add(socket);
     await vi.advanceTimersByTimeAsync(12_000);
     keepAlive.delete(gone);
     await vi.advanceTimersByTimeAsync(24_000);
