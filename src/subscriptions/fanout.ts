@@ -89,6 +89,19 @@ interface WsInternals {
 const SENDER_IDLE = 0;
 
 /**
+ * The TCP socket a pre-built frame may be written to directly: when ws's sender is idle with
+ * nothing queued (a frame written past a queued one would overtake it). Undefined otherwise, and
+ * on a `ws` whose internals differ (test/fanout-frame.test.ts fails then, rather than every
+ * delivery silently taking the slower `send`).
+ */
+export function frameWriter(socket: unknown): { write(frame: Buffer): boolean } | undefined {
+  const raw = socket as WsInternals;
+  return raw._socket && raw._sender?._state === SENDER_IDLE && raw._sender._queue.length === 0
+    ? raw._socket
+    : undefined;
+}
+
+/**
  * A final, unmasked text frame (RFC 6455 §5.2) of `before` + payload + `after`, built once and
  * written as is to every socket it suits: one write per socket, where ws's `send` would encode
  * the string, allocate a header and write both (corked) for each socket. Server frames are never
@@ -161,14 +174,14 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
   function write(sub: ChannelSubscription, payload: Payload) {
     const { socket } = sub.to;
     if (socket.readyState !== socket.OPEN) return;
-    const raw = socket as unknown as WsInternals;
-    if (raw._socket && raw._sender?._state === SENDER_IDLE && raw._sender._queue.length === 0) {
+    const writer = frameWriter(socket);
+    if (writer) {
       if (payload.before !== sub.before || payload.after !== sub.after || !payload.frame) {
         payload.frame = textFrame(sub.before, payload.bytes(), sub.after);
         payload.before = sub.before;
         payload.after = sub.after;
       }
-      raw._socket.write(payload.frame);
+      writer.write(payload.frame);
     } else {
       socket.send(sub.before === '' ? payload.text : sub.before + payload.text + sub.after);
     }
