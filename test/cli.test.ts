@@ -206,7 +206,7 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     const issued = await cli(t, 'visitor-token:issue', '--appkey', 'demo-appkey');
     const bearer = { authorization: `Bearer ${issued.json.token}` };
     expect((await new HttpClient(t.url).json('/visitor/data/get', { headers: bearer })).body.code).toBe(0);
-    const revoked = await cli(t, 'visitor-token:revoke', '--token', issued.json.token);
+    const revoked = await cli(t, 'visitor-token:revoke', `--token=${issued.json.token}`);
     expect(revoked.json).toEqual({ revoked: true });
     expect((await new HttpClient(t.url).json('/visitor/data/get', { headers: bearer })).status).toBe(401);
     expect((await cli(t, 'visitor-token:revoke', '--token', 'no-such-token')).json).toEqual({ revoked: false });

@@ -139,7 +139,7 @@ describe('one instance (whatever the stores)', () => {
   it('a revoked visitor token is refused at once on the instance that revoked it', async () => {
     const { token } = await visitorToken(t.url);
     expect((await visitorData(t.url, token)).body.code).toBe(0);
-    expect((await cliOn(t, 'visitor-token:revoke', '--token', token)).json).toEqual({ revoked: true });
+    expect((await cliOn(t, 'visitor-token:revoke', `--token=${token}`)).json).toEqual({ revoked: true });
     expect((await visitorData(t.url, token)).body.code).toBe(1401);
   });
 

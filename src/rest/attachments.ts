@@ -5,8 +5,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
-import { bearerToken, queryOf } from '../http/request.js';
-import { requestSessionPort, type SessionLayer } from '../http/session.js';
+import { queryOf } from '../http/request.js';
 import {
   ATTACHMENT_KINDS,
   type AttachmentVariant,
@@ -19,13 +18,7 @@ import {
   uploaderOf,
 } from '../resolvers/attachments.js';
 import { type AttachmentView, attachmentWire, toAttachmentWire } from '../resolvers/event-catalog.js';
-import {
-  type AgentViewer,
-  requireAgent,
-  requireOnlineReception,
-  requireVisitor,
-  type VisitorViewer,
-} from '../resolvers/viewer.js';
+import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../resolvers/viewer.js';
 import type { ObjectStorage } from '../stores/storage/index.js';
 import { sendError, sendOk } from './envelope.js';
 import { type AnyRoute, rawRoute } from './route.js';
