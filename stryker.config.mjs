@@ -24,7 +24,7 @@ export default {
   concurrency: 2,
   // On top of 1.5x the covering tests' own time: enough for a slow machine, short enough that a
   // mutant that hangs (a loop, a lost wake-up) costs seconds, not half a minute.
-  timeoutMS: 10_000,
+  timeoutMS: 5_000,
   // The initial run (every domain test, instrumented) takes minutes on a loaded machine; Stryker's default allows 5.
   dryRunTimeoutMinutes: 30,
   tempDirName: '.stryker-tmp',

@@ -8,11 +8,16 @@ import domain from './vitest.domain.config.js';
  * costs its tests, not a new thread, the imports and a new database. Stryker's runner asks for
  * `pool: 'threads'` when it creates vitest; the plugin puts this pool back after that.
  * TEST_WAIT_MS shortens `eventually`'s deadline (test/support/deps.ts): a mutant that stops an
- * event fails its test in 2 s instead of running into Stryker's timeout, which restarts vitest.
+ * event fails its test in 2 s instead of running into Stryker's timeout, which restarts vitest;
+ * test/support/mutant-timeouts.ts does the same for a test that hangs.
  */
 export default defineConfig({
   ...domain,
-  test: { ...domain.test, env: { ...domain.test?.env, TEST_WAIT_MS: '2000' } },
+  test: {
+    ...domain.test,
+    env: { ...domain.test?.env, TEST_WAIT_MS: '2000' },
+    setupFiles: ['test/support/mutant-timeouts.ts'],
+  },
   plugins: [
     {
       name: 'parley:kept-threads',

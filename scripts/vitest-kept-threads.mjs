@@ -7,7 +7,7 @@
  * to the next one (scripts/vitest-kept-worker.mjs keeps it listening). Test files are still
  * evaluated anew each run (vitest invalidates the files it runs); the modules they import, and
  * the worker's stores (test/support/deps.ts), are kept. A thread is replaced after KEPT_RUNS runs,
- * so whatever a run leaks stays bounded.
+ * so whatever a run leaks stays bounded, and after a run in which a test timed out.
  *
  * Used by vitest.mutation.config.ts only; the suite itself runs on vitest's own pools.
  */
@@ -17,13 +17,19 @@ import { Worker } from 'node:worker_threads';
 const ENTRY = fileURLToPath(new URL('./vitest-kept-worker.mjs', import.meta.url));
 const KEPT_RUNS = Number(process.env.VITEST_KEPT_RUNS ?? 250);
 
-/** @type {{ thread: Worker, runs: number }[]} threads parked between runs, with the runs they served */
+/**
+ * A thread with the runs it served; spoilt when a test of its current run timed out
+ * (test/support/mutant-timeouts.ts): that test's work may still be running in it.
+ * @typedef {{ thread: Worker, runs: number, spoilt?: boolean }} KeptThread
+ */
+
+/** @type {KeptThread[]} threads parked between runs, with the runs they served */
 const parked = [];
 
 /** @implements {import('vitest/node').PoolWorker} */
 class KeptThreadWorker {
   name = 'kept-threads';
-  /** @type {{ thread: Worker, runs: number } | undefined} */
+  /** @type {KeptThread | undefined} */
   kept;
   /** @type {[string, (arg: any) => void][]} listeners the runner added, removed when it lets the thread go */
   listeners = [];
@@ -64,7 +70,17 @@ class KeptThreadWorker {
 
   async start() {
     if (this.kept) return;
-    this.kept = parked.pop() ?? {
+    this.kept = parked.pop() ?? this.newThread();
+    this.kept.runs++;
+    this.kept.thread.ref();
+    this.kept.thread.stdout.pipe(this.stdout);
+    this.kept.thread.stderr.pipe(this.stderr);
+  }
+
+  /** @returns {KeptThread} */
+  newThread() {
+    /** @type {KeptThread} */
+    const kept = {
       thread: new Worker(ENTRY, {
         env: /** @type {Record<string, string>} */ (this.options.env),
         execArgv: this.options.execArgv,
@@ -73,10 +89,10 @@ class KeptThreadWorker {
       }),
       runs: 0,
     };
-    this.kept.runs++;
-    this.kept.thread.ref();
-    this.kept.thread.stdout.pipe(this.stdout);
-    this.kept.thread.stderr.pipe(this.stderr);
+    kept.thread.on('message', (message) => {
+      if (message?.parleyThreadSpoilt === true) kept.spoilt = true;
+    });
+    return kept;
   }
 
   async stop() {
@@ -87,7 +103,7 @@ class KeptThreadWorker {
     this.listeners = [];
     kept.thread.stdout.unpipe(this.stdout);
     kept.thread.stderr.unpipe(this.stderr);
-    if (kept.runs < KEPT_RUNS && kept.thread.threadId !== -1) {
+    if (!kept.spoilt && kept.runs < KEPT_RUNS && kept.thread.threadId !== -1) {
       kept.thread.unref(); // a parked thread does not keep the process alive
       parked.push(kept);
     } else await kept.thread.terminate();
