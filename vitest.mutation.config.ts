@@ -9,7 +9,7 @@ import domain from './vitest.domain.config.js';
  * `pool: 'threads'` when it creates vitest; the plugin puts this pool back after that.
  * TEST_WAIT_MS shortens `eventually`'s deadline (test/support/deps.ts): a mutant that stops an
  * event fails its test in 2 s instead of running into Stryker's timeout, which restarts vitest;
- * test/support/mutant-timeouts.ts does the same for a test that hangs.
+ * a test that hangs fails after 5 s (scripts/vitest-kept-worker.mjs).
  */
 export default defineConfig({
   ...domain,

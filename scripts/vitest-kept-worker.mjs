@@ -10,11 +10,30 @@ import { init, runBaseTests, setupEnvironment } from 'vitest/worker';
 if (!parentPort) throw new Error('vitest-kept-worker runs in a worker thread');
 const port = parentPort;
 
+/**
+ * In a mutant's run (not Stryker's initial run, which is instrumented and keeps the config's
+ * generous timeouts), a test that has not finished in MUTANT_TEST_TIMEOUT_MS fails: the mutant is
+ * killed in seconds instead of running into Stryker's own timeout, which ends the test process
+ * and starts a new one. The slowest domain test takes under 2 s. (Not `vi.setConfig`: vitest
+ * restores, after every file, the config it saw at the first such call, which in a kept thread is
+ * the first mutant's, test filter included.)
+ */
+const MUTANT_TEST_TIMEOUT_MS = 5_000;
+
 /** The runtime's listeners: its own message handler first, then the RPC channel of the current run. */
 const listeners = [];
+/** The config of the current run, as its `start` message brought it. */
+let runConfig;
 port.on('message', (message) => {
-  // Each run's `start` opens a new RPC channel; the previous run's is done with.
-  if (message?.__vitest_worker_request__ === true && message.type === 'start') listeners.splice(1);
+  if (message?.__vitest_worker_request__ === true) {
+    // Each run's `start` opens a new RPC channel; the previous run's is done with.
+    if (message.type === 'start') {
+      listeners.splice(1);
+      runConfig = message.context?.config;
+    }
+    if (message.type === 'run' && message.context?.providedContext?.mode === 'mutant' && runConfig)
+      message.context.config = { ...runConfig, testTimeout: MUTANT_TEST_TIMEOUT_MS };
+  }
   for (const listener of [...listeners]) listener(message);
 });
 
