@@ -462,7 +462,11 @@ describe('Publish after commit (the outbox)', () => {
     } finally {
       deps.bus.publish = publish;
     }
-    const service = createChatService(deps, { outboxDrainMs: 50, idleSweepMs: 60_000, queueRetryMs: 60_000 });
+    // Its clock a second ahead: the row is already as old as the drain waits for (drainOutbox's minAgeMs).
+    const service = createChatService(
+      { ...deps, now: () => Date.now() + 1_000 },
+      { outboxDrainMs: 50, idleSweepMs: 60_000, queueRetryMs: 60_000 },
+    );
     service.start();
     try {
       await eventually(() => feed.of('message.created').length === 1, 'the drained event');
