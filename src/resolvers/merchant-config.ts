@@ -121,7 +121,10 @@ export async function loadMerchantConfig(deps: Pick<Deps, 'db'>, merchantId: str
   } satisfies MerchantConfig;
 }
 
-export function createMerchantConfigCache(deps: Pick<Deps, 'db' | 'bus' | 'log' | 'now'>): MerchantConfigCache {
+export function createMerchantConfigCache(
+  deps: Pick<Deps, 'db' | 'bus' | 'log' | 'now'>,
+  { resubscribeMs = RESUBSCRIBE_MS }: { resubscribeMs?: number } = {},
+): MerchantConfigCache {
   const configs = new Map<string, { value: Promise<MerchantConfig | undefined>; loadedAt: number }>();
   const tokens = new Map<string, { value: CachedVisitorToken; until: number }>();
   // Bumped by every invalidation: a load that started before one is not kept.
@@ -153,7 +156,7 @@ export function createMerchantConfigCache(deps: Pick<Deps, 'db' | 'bus' | 'log' 
       listen().catch(() => {
         if (abort && !abort.signal.aborted) scheduleRetry(abort);
       });
-    }, RESUBSCRIBE_MS);
+    }, resubscribeMs);
     retry.unref?.();
   }
 
