@@ -94,7 +94,9 @@ export function testDeps(): Promise<TestDeps> {
     current = {
       run,
       deps: (async () => {
-        await (await previous?.catch(() => undefined))?.close();
+        // The previous run's deps close under this run's mutant: one that breaks closing must not
+        // keep this run's tests from running (they would be skipped, and the mutant "survive").
+        await previous?.then((deps) => deps.close()).catch(() => {});
         return depsOver(await stores);
       })(),
     };
