@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { closeKeptThreads, keptThreads } from './scripts/vitest-kept-threads.mjs';
 import domain from './vitest.domain.config.js';
@@ -13,6 +14,16 @@ import domain from './vitest.domain.config.js';
  */
 export default defineConfig({
   ...domain,
+  resolve: {
+    ...domain.resolve,
+    alias: [
+      ...((domain.resolve?.alias as { find: string | RegExp; replacement: string }[] | undefined) ?? []),
+      {
+        find: /^@node-rs\/argon2$/,
+        replacement: fileURLToPath(new URL('./test/support/cheap-argon2.ts', import.meta.url)),
+      },
+    ],
+  },
   test: {
     ...domain.test,
     env: { ...domain.test?.env, TEST_WAIT_MS: '2000' },
