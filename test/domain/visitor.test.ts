@@ -346,6 +346,10 @@ describe('visitor.online (announceOnline)', () => {
     };
     const visitor = { id: `v_${Math.random().toString(36).slice(2)}`, nickname: 'Lily' };
     await announceOnline(broken, m.bid, visitor);
+    // Nothing was published: a marker sent after it arrives with nothing before it.
+    await deps.bus.publish(globalChannel(m.bid), 'test.marker', {});
+    await feed.first('test.marker');
+    expect(feed.events.map((e) => e.event)).toEqual(['test.marker']);
     // The same instance (its memory) with the store back: announced now.
     broken.kv = deps.kv;
     await announceOnline(broken, m.bid, visitor);
