@@ -212,6 +212,13 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     expect((await cli(t, 'visitor-token:revoke', '--token', 'no-such-token')).json).toEqual({ revoked: false });
   });
 
+  it('a token that begins with "-" is a usage error after a space, and is read after "=" (README: Admin CLI)', async () => {
+    const spaced = await cli(t, 'visitor-token:revoke', '--token', '-leading-dash');
+    expect(spaced.code).toBe(2);
+    expect(spaced.err).toContain("'--token=-XYZ'");
+    expect((await cli(t, 'visitor-token:revoke', '--token=-leading-dash')).json).toEqual({ revoked: false });
+  });
+
   it('event:publish reaches a subscriber, through Redis or through the gateway internal API', async () => {
     const { token } = await agentSession(t.url, 'alice');
     const sub = subscribe(t, token, 'demo-appkey', 'global-demo');
