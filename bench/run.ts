@@ -347,7 +347,11 @@ async function main() {
       const WORKBENCH_QUERY =
         '{ agentWorkbench { chatting { key id name type timestamp pinnedAt unreadCount bot accountState historyOnlyMine items } agent { agentId nickname avatar level state } agentGroups { id name isDefault } setting { bid appname appkey wsAddress extra } visitorAttributeConfig { attributes { key label type editable } } extensions { nav chatActions sideIframes flags accountLevelOptions } } }';
       const s3v = await interleave(rest('/visitor/data/get', visitorAuth), gql(VISITOR_QUERY, visitorAuth), WINDOW);
-      record('3 GraphQL visitorBootstrap', s3v, '≥ 0.7× REST', s3v.ratio >= 0.7);
+      record('3 GraphQL visitorBootstrap', s3v, '≥ 0.8× REST', s3v.ratio >= 0.8);
+      // The fixed cost of any GraphQL request over HTTP (yoga's Fetch API layer, envelop, a POST
+      // body), measured with the cheapest operation there is, against the same REST bootstrap.
+      const s3t = await interleave(rest('/visitor/data/get', visitorAuth), gql('{ __typename }', visitorAuth), WINDOW);
+      record('3t GraphQL { __typename } (no resolver, no store) vs REST visitor bootstrap', s3t, 'reported', true);
       const s3a = await interleave(
         rest('/agent/data/get', { token: agentTokens.bench10 as string }),
         gql(WORKBENCH_QUERY, { token: agentTokens.bench10 as string }),
@@ -462,9 +466,6 @@ async function main() {
       );
     }
 
-    // 6 and 7. Fan-out.
-    if (runs('fanout')) await fanout(gateway, agentTokens.alice as string);
-
     // Issue 15 and 12 rows: the bench process's own deps (same database and Redis) stand in for
     // the operator's CLI and the visitors' token issuer.
     const benchDeps = await buildDeps(benchConfig(), createLogger('warn'));
@@ -472,6 +473,8 @@ async function main() {
       if (runs('ceiling') || runs('bootstrap')) await visitorCeiling(gateway, floor, visitorAuth, measured);
       if (runs('config-change')) await configChange(gateway, visitorAuth, measured, benchDeps);
       if (runs('embedded')) await embeddedBootstrap(floor, measured);
+      // 6 and 7: fan-out; then idle memory and the chat's message path, which rides the same delivery.
+      if (runs('fanout')) await fanout(gateway, agentTokens.alice as string);
       if (runs('idle')) await idleSubscribers(gateway, agentTokens.alice as string);
       if (runs('message')) await messagePath(gateway, floor, benchDeps);
     } finally {
@@ -506,6 +509,18 @@ async function visitorCeiling(gateway: Proc, floor: Proc, auth: Record<string, s
     WINDOW,
   );
   record('1r GET /visitor/data/get vs raw node:http (same bytes)', c, '≥ 0.25×', c.ratio >= 0.25);
+
+  // The gateway's HTTP stack alone (express and the middleware every request passes: request id,
+  // metrics, security headers, deadline, cross-site and body checks, the route table) with no
+  // identity and no store: the most any endpoint of it can reach against the same raw server.
+  const health = await (await fetch(`${gateway.url}/healthz`)).text();
+  await fetch(`${floor.url}/raw/set`, { method: 'POST', body: health });
+  const h = await interleave(
+    measured(floor, { url: `${floor.url}/raw` }),
+    measured(gateway, { url: `${gateway.url}/healthz` }),
+    WINDOW,
+  );
+  record('8h GET /healthz (the HTTP stack alone, no store) vs raw node:http (same bytes)', h, 'reported', true);
 }
 
 /**
@@ -892,13 +907,19 @@ async function fanout(gateway: Proc, aliceToken: string) {
       floorSubs.close();
       await sleep(1000);
       const ratio = median(gw.map((g, i) => g / (fl[i] as number)));
-      const met = ratio >= 0.5 && steadyGw.p99 <= 50 && memPerSub <= 40_960;
+      // Issue 15's targets are set at 2,000 subscribers; the small row keeps the earlier ones (at 100
+      // the instance's own services outweigh the subscribers, so its memory figure is only reported).
+      const target =
+        count >= 2000
+          ? { ratio: 0.7, p99: 40, kB: 20, text: '≥ 0.7×; p99 ≤ 40 ms; ≤ 20 kB/idle sub' }
+          : { ratio: 0.5, p99: 50, kB: Number.POSITIVE_INFINITY, text: '≥ 0.5×; p99 ≤ 50 ms' };
+      const met = ratio >= target.ratio && steadyGw.p99 <= target.p99 && memPerSub <= target.kB * 1024;
       rows.push([
         `6 fan-out, ${count} subscribers, one instance`,
         `${fmt(median(gw))} deliveries/s`,
         `${fmt(median(fl))} deliveries/s (raw ws)`,
         `**${fmt(ratio, 2)}×**`,
-        '≥ 0.5×; p99 ≤ 50 ms; ≤ 40 kB/idle sub',
+        target.text,
         met ? 'met' : '**not met**',
         `steady p50/p99 ${steadyGw.p50} / ${steadyGw.p99} ms`,
         `steady p99 ${steadyFloor.p99} ms; ${fmt(floorMemPerSub / 1024, 1)} kB live heap per idle socket`,
