@@ -42,7 +42,9 @@ process.on('exit', () => {
 export async function startPinned(script: string, env: Record<string, string>, readyPath = '/healthz'): Promise<Proc> {
   const port = await freePort();
   const nodeArgs = env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const child = spawn('taskset', ['-c', SERVER_CORE, process.execPath, ...nodeArgs, '--import', 'tsx', script], {
+  // Compiled JavaScript (the gateway's production build) runs as it is; TypeScript through tsx.
+  const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const child = spawn('taskset', ['-c', SERVER_CORE, process.execPath, ...nodeArgs, ...loader, script], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
