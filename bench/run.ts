@@ -1066,8 +1066,8 @@ graphql-yoga ${v('graphql-yoga')}, graphql-ws ${v('graphql-ws')}, ws ${v('ws')},
 Method: the gateway is its production build (\`npm run build\`, \`node dist/main.js\`); the floors run through tsx.
 Every server (gateway and floor) pinned to core ${SERVER_CORE}; the load generator (autocannon, 50
 connections, no pipelining), PostgreSQL and Redis pinned to core ${LOAD_CORE}. Real PostgreSQL and Redis.
-Each scenario is first checked for correctness (the gateway and the floor return the same data; any error
-or non-2xx fails the run), then measured as warm-up + ${WINDOW.rounds} interleaved rounds (floor, gateway,
+Each scenario is first checked for correctness (the gateway and the floor return the same data; any error,
+non-2xx or refusal answered with HTTP 200 — an envelope \`code\` other than 0, GraphQL \`errors\` — fails the run), then measured as warm-up + ${WINDOW.rounds} interleaved rounds (floor, gateway,
 floor, gateway, …) of ${WINDOW.seconds} s; the ratio is the median of the per-round ratios. ELU is the
 server's event-loop utilisation during the window. The floors (bench/floors.ts, bench/ws-floor.ts) do the
 same work with nothing in between: a raw node:http handler with the same token check, Redis session read,
