@@ -79,9 +79,10 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   // The agent Session serves the REST endpoints and the pages under /agent alike.
   app.use('/agent', sessions.middleware);
   const unlessBearer = agentSessionUnlessBearer(sessions);
-  app.use(mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer }));
   // A request with a visitor bearer token is a visitor (one identity per request): the agent
   // Session layer is not run for it, which spares it creating and hashing an unused Session.
+  // Mounted before the route table, which GraphQL requests would otherwise walk in full (about
+  // 70 layers, none of them theirs: BENCHMARKS.md "Where a request's time goes").
   app.use(
     '/graphql',
     graphqlCors(config),
@@ -93,6 +94,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
       yoga.requestListener(req, res);
     },
   );
+  app.use(mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer }));
   // Matched after the hot API paths, so those traverse as few layers as possible.
   app.use(openApiDocsPages(config, endpoints));
   app.use(pageRoutes(deps));
