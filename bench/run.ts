@@ -291,7 +291,12 @@ async function main() {
     const measured =
       (proc: Proc, spec: Omit<Parameters<typeof load>[0], 'seconds' | 'pid'>) => async (seconds: number) => {
         const before = eluOf(eluFile(proc));
-        const result = await load({ ...spec, check: spec.check ?? answeredInFull(spec.url), seconds, pid: proc.child.pid });
+        const result = await load({
+          ...spec,
+          check: spec.check ?? answeredInFull(spec.url),
+          seconds,
+          pid: proc.child.pid,
+        });
         const after = eluOf(eluFile(proc));
         const active = after.active - before.active;
         const idle = after.idle - before.idle;
