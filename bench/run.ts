@@ -248,6 +248,17 @@ function answeredInFull(url: string): (body: string) => boolean {
   return (body) => body.startsWith('{"code":0,');
 }
 
+/**
+ * A bench agent's workbench (`bench10`, `bench1000`), over REST or GraphQL, answered in full and
+ * listing every one of its `n` conversations: an answer that lost them (closed under the run, as
+ * the idle-close sweep once did) is not the work measured.
+ */
+function listsConversations(url: string, n: number): (body: string) => boolean {
+  const answered = answeredInFull(url);
+  const key = `"visitorv_b${n}_`; // each conversation's legacy key, `visitor<uid>`
+  return (body) => answered(body) && body.split(key).length - 1 === n;
+}
+
 const json = async (res: Response) => (await res.json()) as { code: number; data: Record<string, unknown> };
 const strip = (data: Record<string, unknown>) =>
   JSON.parse(JSON.stringify(data, (k, v) => (k === 'ws_address' ? undefined : v)));
@@ -332,16 +343,19 @@ async function main() {
     }
     log('correctness: gateway and floor return the same bootstrap data');
 
-    const rest = (path: string, headers: Record<string, string>) =>
-      measured(gateway, { url: gateway.url + path, headers });
+    const rest = (path: string, headers: Record<string, string>, check?: (body: string) => boolean) =>
+      measured(gateway, { url: gateway.url + path, headers, check });
     const raw = (path: string, headers: Record<string, string>) => measured(floor, { url: floor.url + path, headers });
-    const gql = (query: string, headers: Record<string, string>) =>
+    const gql = (query: string, headers: Record<string, string>, check?: (body: string) => boolean) =>
       measured(gateway, {
         url: `${gateway.url}/graphql`,
         method: 'POST',
         headers: { 'content-type': 'application/json', ...headers },
         body: JSON.stringify({ query }),
+        check,
       });
+    const bench10 = { token: agentTokens.bench10 as string };
+    const listsTen = (url: string) => listsConversations(url, 10);
 
     if (runs('bootstrap')) {
       // 1. Visitor bootstrap.
@@ -354,15 +368,16 @@ async function main() {
 
       // 2. Agent workbench, at 10 and 1,000 conversations.
       const agentRest: Record<string, Comparison> = {};
-      for (const who of ['bench10', 'bench1000']) {
+      for (const n of [10, 1000]) {
+        const who = `bench${n}`;
         const headers = { token: agentTokens[who] as string };
         // 1,000 conversations make a ~300 kB answer: fewer connections keep latency inside the window.
-        const connections = who === 'bench1000' ? 10 : 50;
-        const c = await interleave(
-          measured(floor, { url: `${floor.url}/agent/data/get`, headers, connections }),
-          measured(gateway, { url: `${gateway.url}/agent/data/get`, headers, connections }),
-          WINDOW,
-        );
+        const connections = n === 1000 ? 10 : 50;
+        const side = (proc: Proc) => {
+          const url = `${proc.url}/agent/data/get`;
+          return measured(proc, { url, headers, connections, check: listsConversations(url, n) });
+        };
+        const c = await interleave(side(floor), side(gateway), WINDOW);
         agentRest[who] = c;
         record(`2 GET /agent/data/get (${who.slice(5)} conversations)`, c, '≥ 0.6×', c.ratio >= 0.6);
       }
@@ -379,8 +394,8 @@ async function main() {
       const s3t = await interleave(rest('/visitor/data/get', visitorAuth), gql('{ __typename }', visitorAuth), WINDOW);
       record('3t GraphQL { __typename } (no resolver, no store) vs REST visitor bootstrap', s3t, 'reported', true);
       const s3a = await interleave(
-        rest('/agent/data/get', { token: agentTokens.bench10 as string }),
-        gql(WORKBENCH_QUERY, { token: agentTokens.bench10 as string }),
+        rest('/agent/data/get', bench10, listsTen(`${gateway.url}/agent/data/get`)),
+        gql(WORKBENCH_QUERY, bench10, listsTen(`${gateway.url}/graphql`)),
         WINDOW,
       );
       record('3 GraphQL agentWorkbench (10)', s3a, '≥ 0.7× REST', s3a.ratio >= 0.7);
@@ -442,7 +457,11 @@ async function main() {
         // A wrong captcha is refused before any hashing: faster than a bootstrap. Each from its own
         // address, as 30 wrong captchas from one address lock it (429) for 15 minutes.
         const wrong = await interleave(
-          measured(front, { url: `${front.url}/agent/data/get`, headers: { token: agentTokens.bench10 as string } }),
+          measured(front, {
+            url: `${front.url}/agent/data/get`,
+            headers: bench10,
+            check: listsTen(`${front.url}/agent/data/get`),
+          }),
           measured(front, {
             url: `${front.url}/agent/login/check`,
             method: 'POST',
@@ -480,7 +499,7 @@ async function main() {
       await fetch(`${floor.url}/raw/set`, { method: 'POST', body });
       const s8 = await interleave(
         raw('/raw', {}),
-        rest('/agent/data/get', { token: agentTokens.bench10 as string }),
+        rest('/agent/data/get', bench10, listsTen(`${gateway.url}/agent/data/get`)),
         WINDOW,
       );
       record(
