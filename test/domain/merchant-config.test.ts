@@ -29,8 +29,7 @@ afterAll(async () => {
   await make?.cleanup();
 });
 
-/** A cache on the real stores with its own clock; `stop` in a finally. */
-/** A cache on its own clock and bus; it listens again 50 ms after losing its stream (1 s in the gateway). */
+/** A cache on the real stores with its own clock and bus (`stop` in a finally); it listens again 50 ms after losing its stream (1 s in the gateway). */
 function cacheAt(clock = { now: Date.now() }, bus: EventBus = deps.bus) {
   return { cache: createMerchantConfigCache({ ...deps, bus, now: () => clock.now }, { resubscribeMs: 50 }), clock };
 }
