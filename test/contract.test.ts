@@ -8,19 +8,20 @@ import { renderContractModule } from '../src/pages/contract.js';
 import { eventNames } from '../src/resolvers/event-catalog.js';
 import { endpoints } from '../src/rest/endpoints.js';
 import { printedSchema } from '../src/schema/print.js';
+import { readDocs } from './support/docs.js';
 import { openEmptyCluster } from './support/pglite-template.js';
 
 /**
  * Each contract is declared once (issue 19); these checks keep everything written from a
  * declaration, or beside it, true to it.
  */
-const readme = readFileSync('README.md', 'utf8');
+const docs = readDocs();
 
 describe('REST endpoints: one declaration each', () => {
-  it('the README names every declared endpoint with its method', () => {
+  it('the docs name every declared endpoint with its method', () => {
     const missing = endpoints
       .map((r) => `${r.method.toUpperCase()} ${r.path}`)
-      .filter((route) => !readme.includes(route));
+      .filter((route) => !docs.includes(route));
     expect(missing).toEqual([]);
   });
 
@@ -31,8 +32,8 @@ describe('REST endpoints: one declaration each', () => {
 });
 
 describe('events: one catalog', () => {
-  it('the README event table has a row for every catalogued event', () => {
-    const missing = eventNames.filter((name) => !readme.includes(`| \`${name}\` |`));
+  it('the docs’ event table has a row for every catalogued event', () => {
+    const missing = eventNames.filter((name) => !docs.includes(`| \`${name}\` |`));
     expect(missing).toEqual([]);
   });
 
