@@ -9,14 +9,7 @@ import base from './vitest.config.js';
  * code Stryker does not mutate, and would fail every mutation run whenever its adapter changes
  * (Stryker's sandbox is a copy of the working tree, uncommitted edits included).
  */
-export const DOMAIN_TESTS = [
-  'test/domain-*.test.ts',
-  'test/domain/**/*.test.ts',
-  'test/chat-conversations.test.ts',
-  'test/chat-messages.test.ts',
-  'test/bus.test.ts',
-  'test/session-end-watch.test.ts',
-];
+export const DOMAIN_TESTS = ['test/domain/**/*.test.ts'];
 
 // Spread, not mergeConfig: that would append these globs to the base's `test/**/*.test.ts`.
 // Generous timeouts: Stryker's initial run is instrumented and this machine is shared, and one

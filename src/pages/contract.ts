@@ -8,7 +8,7 @@ import { LOGIN_PAGE_PATH } from './routes.js';
  * The constants the pages' scripts share with the server, generated from the server's own
  * declarations: the envelope codes of src/errors.ts, the WebSocket close codes, the event
  * catalog's names and the entry paths. Written to src/pages/assets/contract.js by
- * `npm run contract:print`; test/contract.test.ts fails when that file is stale.
+ * `npm run contract:print`; test/checks/contract.test.ts fails when that file is stale.
  */
 export function renderContractModule(): string {
   const codes = Object.fromEntries(

@@ -19,7 +19,7 @@ extendZodWithOpenApi(z);
  * The OpenAPI 3.1 document of every REST path the gateway serves, built from the route
  * declarations (src/rest/endpoints.ts): the very zod schemas that validate the requests and
  * type the answers. Served at /openapi.json; a reference page is rendered at /docs in
- * development. test/openapi.test.ts checks it against the routes express serves and the
+ * development. test/api/openapi.test.ts checks it against the routes express serves and the
  * responses the server really sends.
  */
 

@@ -91,7 +91,7 @@ const SENDER_IDLE = 0;
 /**
  * The TCP socket a pre-built frame may be written to directly: when ws's sender is idle with
  * nothing queued (a frame written past a queued one would overtake it). Undefined otherwise, and
- * on a `ws` whose internals differ (test/fanout-frame.test.ts fails then, rather than every
+ * on a `ws` whose internals differ (test/unit/fanout-frame.test.ts fails then, rather than every
  * delivery silently taking the slower `send`).
  */
 export function frameWriter(socket: unknown): { write(frame: Buffer): boolean } | undefined {
