@@ -323,9 +323,44 @@ export const eventOutbox = pgTable(
   (t) => [index('event_outbox_created').on(t.createdAt)],
 );
 
+/** Who did a privileged action: an agent (through its Session), an API key, the operator CLI, or Parley itself. */
+export type AuditActorKind = 'agent' | 'api_key' | 'operator' | 'system';
+
+/**
+ * The audit log: one row per privileged action (agents, groups, settings, keys, webhooks,
+ * Session ends, exports), written in the same transaction as the change it records. Append-only:
+ * no code path updates or deletes a row, and the API only reads it.
+ */
+export const auditLog = pgTable(
+  'audit_log',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    actorKind: text('actor_kind').$type<AuditActorKind>().notNull(),
+    /** The agent id, API key id, or a fixed name (`cli`, `parley`) for the operator and the system. */
+    actorId: text('actor_id').notNull(),
+    /** The actor's display name at the time (an agent's nickname): the log reads without joins. */
+    actorName: text('actor_name').notNull(),
+    /** What was done, in dot.case: `agent.created`, `settings.updated`, `session.ended`… */
+    action: text('action').notNull(),
+    targetType: text('target_type').notNull(),
+    targetId: text('target_id').notNull(),
+    /** The target's recorded fields before and after (null: it did not exist / no longer exists). */
+    before: jsonb('before').$type<Record<string, unknown> | null>(),
+    after: jsonb('after').$type<Record<string, unknown> | null>(),
+    /** The request's client address; null when the action came from no request (CLI, jobs). */
+    clientAddress: text('client_address'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('audit_log_merchant_time').on(t.merchantId, t.createdAt, t.id)],
+);
+
 export type Merchant = typeof merchants.$inferSelect;
 export type Agent = typeof agents.$inferSelect;
 export type Visitor = typeof visitors.$inferSelect;
 export type Conversation = typeof conversations.$inferSelect;
 export type Message = typeof messages.$inferSelect;
 export type Attachment = typeof attachments.$inferSelect;
+export type AuditRow = typeof auditLog.$inferSelect;

@@ -14,7 +14,7 @@ import {
 
 /**
  * The fixed demo data of the README: merchants `demo` and `acme`, agents alice, tom (ticket
- * agent), dave (disabled) and bob, and two demo visitors (their conversations with alice are
+ * agent), dave (disabled), ada (admin) and bob, and two demo visitors (their conversations with alice are
  * made by the chat domain: src/resolvers/demo.ts). Idempotent: rows are keyed by fixed ids and
  * upserted. Never run in production.
  */
@@ -85,6 +85,15 @@ export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'> & P
       nickname: 'Dave',
       level: 'agent',
       disabled: true,
+    },
+    {
+      id: 'a_ada',
+      merchantId: 'm_demo',
+      groupId: 'g_demo_default',
+      username: 'ada',
+      nickname: 'Ada',
+      level: 'admin',
+      disabled: false,
     },
     {
       id: 'a_bob',

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import express, { type Request, type Response, Router } from 'express';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
+import { clientIp } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
 import { TICKET_ENTRY_PATH, WORKBENCH_PATH } from '../resolvers/login.js';
 import { type AgentViewer, requireAgent, requireOnlineReception } from '../resolvers/viewer.js';
@@ -72,7 +73,7 @@ export function pageRoutes(deps: Deps): Router {
   const agentOf = async (req: Request): Promise<AgentViewer | undefined> => {
     if (!req.session?.agent) return undefined;
     try {
-      return await requireAgent(deps, requestSessionPort(req));
+      return await requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config));
     } catch {
       return undefined;
     }

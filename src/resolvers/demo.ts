@@ -43,6 +43,7 @@ export async function seedDemoChat(deps: Deps) {
       save: async () => {},
       destroy: async () => {},
     },
+    clientAddress: null,
   };
   const script: {
     visitorId: string;

@@ -15,6 +15,12 @@ export interface AgentViewer {
   level: string;
   agent: Agent;
   session: SessionPort;
+  /**
+   * The address of the request or socket this viewer came with (the adapter's `clientIp`, proxy
+   * rules applied); null when the viewer was not built for a request (demo data, jobs). Privileged
+   * actions record it in the audit log.
+   */
+  clientAddress: string | null;
 }
 
 export interface VisitorViewer {
@@ -55,7 +61,11 @@ export const hashToken = (token: string) => createHash('sha256').update(token).d
  * The agent of a login Session, checked against the database on every request: a Session past
  * its absolute lifetime, of a deleted or moved agent, or of a disabled account ends here.
  */
-export async function requireAgent(deps: Deps, session: SessionPort | undefined): Promise<AgentViewer> {
+export async function requireAgent(
+  deps: Deps,
+  session: SessionPort | undefined,
+  clientAddress: string | null = null,
+): Promise<AgentViewer> {
   const identity = session?.state.agent;
   if (!session || !identity) throw notLoggedIn();
   const age = deps.now() - (session.state.createdAt ?? 0);
@@ -83,7 +93,18 @@ export async function requireAgent(deps: Deps, session: SessionPort | undefined)
     level: agent.level,
     agent,
     session,
+    clientAddress,
   };
+}
+
+export const ADMIN = 'admin';
+
+/** Admin operations (agents, groups, settings, the audit log): an agent of another level gets FORBIDDEN (1403). */
+export function requireAdmin(viewer: AgentViewer): AgentViewer {
+  if (viewer.level !== ADMIN) {
+    throw new DomainError('FORBIDDEN', 'Only an admin of the merchant may do this');
+  }
+  return viewer;
 }
 
 /** Spec: a `ticket_agent` calling an online-reception endpoint gets HTTP 403. */

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { Config } from '../config.js';
 import type { Deps } from '../deps.js';
 import { classifyError, DomainError } from '../errors.js';
-import { bearerToken } from '../http/request.js';
+import { bearerToken, clientIp } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
 import { parseInput } from '../resolvers/inputs.js';
 import { type AgentViewer, requireAgent, requireVisitor, type VisitorViewer } from '../resolvers/viewer.js';
@@ -127,7 +127,7 @@ export const MAX_BODY = '64kb';
 async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<unknown> {
   switch (identity) {
     case 'agent':
-      return requireAgent(deps, requestSessionPort(req));
+      return requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config));
     case 'visitor':
       return requireVisitor(deps, bearerToken(req));
     case 'participant': {
@@ -139,7 +139,7 @@ async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<
       };
       const token = bearerToken(req);
       if (token) return requireVisitor(deps, token).catch(nobody);
-      return req.session?.agent ? requireAgent(deps, requestSessionPort(req)).catch(nobody) : undefined;
+      return req.session?.agent ? requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config)).catch(nobody) : undefined;
     }
     case 'internal':
       if (!internalTokenMatches(bearerToken(req), deps.config.internalApiToken)) {

@@ -15,6 +15,7 @@ export const AgentStateEnum = builder.enumType('AgentState', {
 export const AgentRef = builder.objectRef<Workbench['agent']>('Agent').implement({
   description: 'An agent (customer-service staff member).',
   fields: (t) => ({
+    id: t.exposeID('agentId', { description: 'Agent id (the same as `agentId`).' }),
     agentId: t.exposeString('agentId', { description: 'Agent id; its channel is `agent-{agentId}`.' }),
     nickname: t.exposeString('nickname', { description: 'Nickname.' }),
     avatar: t.exposeString('avatar', { description: 'Avatar URL or path.' }),

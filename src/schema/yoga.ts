@@ -50,15 +50,16 @@ function httpContext(deps: Deps, req: Request): GraphQLContext {
   const bearer = bearerToken(req);
   // Visitor requests skip the Session middleware (app.ts): they have no agent Session.
   const session = bearer ? undefined : requestSessionPort(req);
+  const address = clientIp(req, deps.config);
   return {
     deps,
-    agent: () => (session ? requireAgent(deps, session) : Promise.reject(notLoggedIn())),
+    agent: () => (session ? requireAgent(deps, session, address) : Promise.reject(notLoggedIn())),
     visitor: () => requireVisitor(deps, bearer),
     visitorToken: bearer,
     session,
     identity: bearer ? 'visitor' : 'agent',
     wsAddress: wsAddressFor(req, deps.config),
-    clientIp: clientIp(req, deps.config),
+    clientIp: address,
   };
 }
 

@@ -238,7 +238,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
           resolved =
             presented.kind === 'visitor'
               ? await requireVisitor(deps, presented.bearer)
-              : await requireAgent(deps, await sessionPort());
+              : await requireAgent(deps, await sessionPort(), address);
           if (appkey !== undefined) await requireOwnAppkey(deps, resolved, appkey);
         } catch (error) {
           identity = undefined;

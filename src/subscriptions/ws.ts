@@ -193,7 +193,7 @@ export function createSubscriptionServer(
     const identity = connection.identity as SocketIdentity;
     return {
       deps,
-      agent: async () => requireAgent(deps, await connection.sessionPort()),
+      agent: async () => requireAgent(deps, await connection.sessionPort(), connection.address),
       visitor: () => requireVisitor(deps, identity.kind === 'visitor' ? identity.bearer : undefined),
       identity: identity.kind,
       wsAddress: record.wsAddress,

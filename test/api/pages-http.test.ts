@@ -94,6 +94,7 @@ describe('pages over HTTP', () => {
       'avatar-tom.svg',
       'avatar-dave.svg',
       'avatar-bob.svg',
+      'avatar-ada.svg',
       'member-card-gold.svg',
       'member-card-silver.svg',
     ]) {

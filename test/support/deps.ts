@@ -229,6 +229,7 @@ export function factories(deps: Deps) {
       level: row.level,
       agent: row,
       session: stubSession({ createdAt: Date.now(), agent: identity }),
+      clientAddress: null,
     };
   }
 
