@@ -139,7 +139,9 @@ async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<
       };
       const token = bearerToken(req);
       if (token) return requireVisitor(deps, token).catch(nobody);
-      return req.session?.agent ? requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config)).catch(nobody) : undefined;
+      return req.session?.agent
+        ? requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config)).catch(nobody)
+        : undefined;
     }
     case 'internal':
       if (!internalTokenMatches(bearerToken(req), deps.config.internalApiToken)) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpClient } from './support/clients.js';
-import { startTestApp, type TestApp } from './support/test-app.js';
+import { HttpClient } from '../support/clients.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -16,7 +16,13 @@ describe('Demo data — the demo admin', () => {
     const { body: me } = await client.graphql('{ currentAgent { id agentId nickname level avatar } }');
     expect(me).toEqual({
       data: {
-        currentAgent: { id: 'a_ada', agentId: 'a_ada', nickname: 'Ada', level: 'admin', avatar: '/assets/avatar-ada.svg' },
+        currentAgent: {
+          id: 'a_ada',
+          agentId: 'a_ada',
+          nickname: 'Ada',
+          level: 'admin',
+          avatar: '/assets/avatar-ada.svg',
+        },
       },
     });
     const { body: workbench } = await client.json('/agent/data/get');
