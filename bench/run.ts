@@ -58,7 +58,7 @@ const INTERNAL_TOKEN = 'bench-internal-token-0123456789';
 // Four characters, as the captchas people are shown (the image size follows the text).
 const CAPTCHA = 'bxmr';
 const stamp = Date.now().toString(36);
-/** The gateway as production runs it (README "Production"): `npm run build`, then `node dist/main.js`. */
+/** The gateway as production runs it (docs/operations.md "Production (deploy)"): `npm run build`, then `node dist/main.js`. */
 const GATEWAY = 'dist/main.js';
 const dbName = `parley_bench_${stamp}`;
 const dbUrl = Object.assign(new URL(ADMIN_URL), { pathname: `/${dbName}` }).toString();

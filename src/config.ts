@@ -24,7 +24,7 @@ export interface Config {
   internalApiToken?: string;
   trustProxy: boolean;
   allowedOrigins: string[];
-  /** Abuse limits of the HTTP server and the visitor bootstrap (README "Security and reliability"). */
+  /** Abuse limits of the HTTP server and the visitor bootstrap (docs/security.md). */
   hardening: {
     /** `visitor.online` is published at most once per visitor per this many seconds. */
     visitorOnlineIntervalSeconds: number;
@@ -42,7 +42,7 @@ export interface Config {
   logLevel: string;
   presenceGraceSeconds: number;
   channelHistorySize: number;
-  /** Caps on real-time sockets and subscriptions (src/subscriptions/limits.ts, README "Security"). */
+  /** Caps on real-time sockets and subscriptions (src/subscriptions/limits.ts, docs/security.md). */
   realtimeLimits: {
     socketsPerIdentity: number;
     socketsPerAddress: number;
@@ -56,7 +56,7 @@ export interface Config {
   metricsEnabled: boolean;
   /** Create OpenTelemetry spans (for a tracer provider registered by the process). */
   otelEnabled: boolean;
-  /** Attachments (README "Attachments"): where files are stored and how they are served. */
+  /** Attachments (docs/attachments.md): where files are stored and how they are served. */
   attachments: AttachmentsConfig;
 }
 

@@ -59,7 +59,7 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   NOT_FOUND: { code: 1404, status: 404 },
   METHOD_NOT_ALLOWED: { code: 1405, status: 405 },
   PAYLOAD_TOO_LARGE: { code: 1413, status: 413 },
-  // Chat business errors (README "Chat"): answered like the other business errors, HTTP 200.
+  // Chat business errors (docs/chat.md): answered like the other business errors, HTTP 200.
   CONVERSATION_CLOSED: { code: 1201, status: 200 },
   ALREADY_CLAIMED: { code: 1202, status: 200 },
   NOT_ASSIGNED: { code: 1203, status: 200 },

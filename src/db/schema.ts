@@ -53,7 +53,7 @@ export const merchants = pgTable('merchants', {
     .default({ nav: [], chat_actions: [], side_iframes: [], flags: {}, account_level_options: {} }),
   /**
    * Bumped by every write of the settings above (`merchant:set`); each instance's configuration
-   * cache is invalidated by a bus event from the same write (README "Configuration cache").
+   * cache is invalidated by a bus event from the same write (docs/operations.md "Configuration cache").
    */
   settingsVersion: integer('settings_version').notNull().default(1),
   /** Concurrent active conversations an agent takes by default (an agent may override it). */

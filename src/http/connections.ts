@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Config } from '../config.js';
 
 /**
- * The HTTP server's own limits (README "Security and reliability"):
+ * The HTTP server's own limits (docs/security.md):
  * - `headersTimeout`: the request line and headers must arrive within it (a connection that
  *   sends nothing is closed with 408 then);
  * - `requestTimeout`: the whole request, body included (a slow body is cut off);

@@ -25,7 +25,7 @@ const NO_SUCH_SESSION = '-';
 export const PRE_LOGIN_SESSION_TTL_SECONDS = CAPTCHA_TTL_SECONDS;
 const isPreLogin = (sess: SessionData | null | undefined) => Boolean(sess && !sess.agent);
 
-/** The session cookie's name (documented in the README). */
+/** The session cookie's name (documented in docs/auth.md). */
 export const SESSION_COOKIE = 'parley.sid';
 
 export interface SessionLayer {
@@ -37,7 +37,7 @@ export interface SessionLayer {
   storedPort(sid: string): Promise<SessionPort | undefined>;
   /**
    * Like `storedPort`, but the read does not extend the Session's idle lifetime: an open socket
-   * does not keep its Session alive, only HTTP requests do (README "Real-time").
+   * does not keep its Session alive, only HTTP requests do (docs/realtime.md).
    */
   peekPort(sid: string): Promise<SessionPort | undefined>;
   store: Store;

@@ -7,7 +7,7 @@ import { authorizeChannel, type ChannelViewer } from './channels.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
 
 /**
- * Channel authorization for the Pusher protocol (README "Real-time", "Pusher protocol"): the
+ * Channel authorization for the Pusher protocol (docs/realtime.md "Pusher protocol"): the
  * rules of which channel a connection may read, as the Pusher transport and its channel
  * authorization endpoint need them. The rules themselves are those of channels.ts.
  */

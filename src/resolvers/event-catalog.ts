@@ -4,7 +4,7 @@ import { z } from 'zod';
  * Every event the gateway publishes, declared once: where it goes, what it means, its wire
  * payload (snake_case, like the REST it sits beside) and the mapping from the domain's
  * camelCase. `publish` (events.ts) is typed by it, the GraphQL description of `channel` and
- * the README's event table are checked against it, and POST /internal/events may not use these
+ * the event table of docs/realtime.md are checked against it, and POST /internal/events may not use these
  * names. Events a channel itself produces (`subscribed`, `history.gap`) are declared too, with
  * `origin: 'bus'`.
  */
@@ -31,7 +31,7 @@ const same = <T>(data: T) => data;
 
 // ---- shared wire shapes ------------------------------------------------------------------
 
-/** An attachment as messages carry it: the url is signed and expires (see README "Attachments"). */
+/** An attachment as messages carry it: the url is signed and expires (see docs/attachments.md). */
 export const attachmentWire = z
   .object({
     attachment_id: z.string(),

@@ -6,7 +6,7 @@ import { type EventData, type EventName, toWire } from './event-catalog.js';
 export const agentChannel = (agentId: string) => `agent-${agentId}`;
 export const globalChannel = (bid: string) => `global-${bid}`;
 
-/** The final event of an agent's subscriptions when its Session ends (see README "Real-time"). */
+/** The final event of an agent's subscriptions when its Session ends (see docs/realtime.md). */
 export const SESSION_ENDED = 'session.ended' satisfies EventName;
 
 /**

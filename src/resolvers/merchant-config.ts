@@ -8,7 +8,7 @@ import { isEditable, type VisitorAttributeDef } from './merchant.js';
 /**
  * The instance's in-process cache of what a merchant configures (the merchant row: settings,
  * switches, upload limits, workbench settings, extensions; its agent groups; its visitor
- * attribute definitions) and, briefly, of visitor token checks. README "Configuration cache".
+ * attribute definitions) and, briefly, of visitor token checks. docs/operations.md "Configuration cache".
  *
  * - It caches only while it listens to {@link CONFIG_CHANNEL} (from `start()` until `stop()`):
  *   a deps that was never started (the CLI, domain tests) reads the database every time.

@@ -13,7 +13,7 @@ const NO_TRIES_LEFT = 'No tries left for this SMS code, request a new one';
 /** Mainland-China mobile numbers: 11 digits starting 13–19. */
 export const MAINLAND_MOBILE = /^1[3-9]\d{9}$/;
 
-// Send limits (the spec leaves the thresholds to us; documented in the README).
+// Send limits (the spec leaves the thresholds to us; documented in docs/auth.md).
 const LIMITS = {
   session: { name: 'sms-session', points: 1, durationSeconds: 60 },
   mobile: { name: 'sms-mobile', points: 1, durationSeconds: 60 },

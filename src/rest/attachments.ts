@@ -24,7 +24,7 @@ import { sendError, sendOk } from './envelope.js';
 import { type AnyRoute, rawRoute } from './route.js';
 
 /**
- * Attachments over HTTP (README "Attachments"):
+ * Attachments over HTTP (docs/attachments.md):
  * - `POST /visitor/upload` (visitor bearer) and `POST /agent/upload` (agent Session, online
  *   reception): `multipart/form-data` with the file in field `file` and an optional `kind`
  *   (field before the file, or query parameter) → `{attachment_id, kind, mime, size, name, url, thumbnail_url}`;

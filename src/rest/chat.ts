@@ -41,7 +41,7 @@ import {
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /**
- * The legacy chat endpoints (README "Chat"): snake_case at this edge, form or JSON bodies, the
+ * The legacy chat endpoints (docs/chat.md): snake_case at this edge, form or JSON bodies, the
  * same domain functions as GraphQL. Agents address a conversation by the visitor uid.
  */
 

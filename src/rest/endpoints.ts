@@ -11,7 +11,7 @@ import { visitorEndpoints } from './visitor.js';
 
 /**
  * Every REST endpoint of the gateway, each declared once. app.ts mounts them, the OpenAPI
- * document is built from them, and the fuzz, OpenAPI and README tests iterate them.
+ * document is built from them, and the fuzz, OpenAPI and docs tests iterate them.
  */
 export const endpoints: readonly AnyRoute[] = [
   ...agentEndpoints,

@@ -15,7 +15,7 @@ export const internalEndpoints: AnyRoute[] = [
     tag: 'Internal',
     summary: 'Publish a channel event',
     description:
-      'For the merchant’s own services: publishes `data` as `event` on `channel`. The gateway’s own event names (see README "Events") are reserved. Absent (404) when INTERNAL_API_TOKEN is unset.',
+      'For the merchant’s own services: publishes `data` as `event` on `channel`. The gateway’s own event names (see docs/realtime.md "Events the gateway publishes") are reserved. Absent (404) when INTERNAL_API_TOKEN is unset.',
     enabled: (config) => Boolean(config.internalApiToken),
     input: publishEventInput,
     requestExample: { channel: 'global-demo', event: 'order.shipped', data: { order_id: 'o_1001' } },

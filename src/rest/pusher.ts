@@ -14,7 +14,7 @@ const pusherAuthInput = z.object({
 });
 
 /**
- * Pusher channel authorization (README "Pusher protocol"): answers in Pusher's own shapes,
+ * Pusher channel authorization (docs/realtime.md "Pusher protocol"): answers in Pusher's own shapes,
  * `{auth}` or `{error, code}` with an HTTP status pusher-js reports as the subscription error.
  */
 export const pusherEndpoints: AnyRoute[] = [

@@ -19,7 +19,7 @@ extendZodWithOpenApi(z);
  * (zod, legacy field names, transformed to the domain's camelCase), its output (the envelope's
  * `data`, snake_case) and the handler that calls the domain. From the one array of
  * declarations (src/rest/endpoints.ts) the express routes are mounted, the OpenAPI document is
- * built, the fuzz test iterates every route and a test checks that the README names every path.
+ * built, the fuzz test iterates every route and a test checks that the docs name every path.
  */
 
 /**

@@ -23,9 +23,9 @@ const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implemen
     }),
     channel: t.exposeString('channel', { description: 'The channel name.' }),
     event: t.exposeString('event', {
-      description: `Event name: one of the gateway's (${eventNames.map((n) => `\`${n}\``).join(', ')}; see README "Events"), or one posted to POST /internal/events.`,
+      description: `Event name: one of the gateway's (${eventNames.map((n) => `\`${n}\``).join(', ')}; see docs/realtime.md "Events the gateway publishes"), or one posted to POST /internal/events.`,
     }),
-    data: t.expose('data', { type: 'JSON', description: 'Event payload (see README "Real-time").' }),
+    data: t.expose('data', { type: 'JSON', description: 'Event payload (see docs/realtime.md).' }),
     at: t.exposeString('at', { description: 'ISO-8601 publication time.' }),
   }),
 });

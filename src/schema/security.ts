@@ -39,7 +39,7 @@ export const CSRF_REFUSED = 'CSRF_REFUSED';
 const SIMPLE_CONTENT_TYPES = ['application/x-www-form-urlencoded', 'multipart/form-data', 'text/plain'];
 
 /**
- * CSRF prevention for HTTP operations (README "GraphQL", "Cross-site requests"):
+ * CSRF prevention for HTTP operations (docs/graphql.md "Cross-site requests"):
  * - a request with a non-simple `Content-Type` (JSON) or one of CSRF_HEADERS passes: a browser
  *   preflights it cross-site, and CORS answers only the allowed origins;
  * - a GET without either (urql's default, a link, an <img>) may run a **query** only: queries

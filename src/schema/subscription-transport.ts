@@ -1,7 +1,7 @@
 import { getOperationAST } from 'graphql';
 import { createGraphQLError, type Plugin } from 'graphql-yoga';
 
-/** `extensions.code` of a subscription sent over HTTP (README "Real-time"). */
+/** `extensions.code` of a subscription sent over HTTP (docs/realtime.md). */
 export const SUBSCRIPTION_OVER_HTTP = 'SUBSCRIPTION_OVER_HTTP';
 
 /**

@@ -2,7 +2,7 @@ import type { ConnectionEnd } from './connection.js';
 
 /**
  * Every graphql-ws close code the gateway sends, and what a client should do about it (also in
- * the README "Real-time" section). graphql-ws's client retries 1001 and 1013 by itself and
+ * docs/realtime.md). graphql-ws's client retries 1001 and 1013 by itself and
  * gives up on 4401, 4403 and 4429.
  */
 export const WsCloseCode = {

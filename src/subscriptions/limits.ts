@@ -10,7 +10,7 @@ export const MAX_BUFFERED_BYTES = 1024 * 1024;
 /**
  * The caps on real-time resources, counted per instance across both transports (graphql-ws and
  * Pusher). Per identity and per address they stop one client from exhausting the instance; the
- * global ceilings keep `/healthz` and the HTTP API answering whatever arrives (README "Security").
+ * global ceilings keep `/healthz` and the HTTP API answering whatever arrives (docs/security.md).
  */
 export interface RealtimeLimits {
   /** Sockets one agent or visitor may hold open (WS_MAX_SOCKETS_PER_IDENTITY, default 20). */

@@ -24,7 +24,7 @@ import { verifyOrigin } from './origin.js';
  * half of legacy clients (pusher-js configured with `ws_address` and `appkey`). A second adapter
  * on the connection core (connection.ts): same identity rules, caps, re-checks, Session end,
  * back-pressure and bus as graphql-ws; only the framing differs. Learnt from the public
- * protocol documentation and pusher-js's source (README "Real-time", "Pusher protocol").
+ * protocol documentation and pusher-js's source (docs/realtime.md "Pusher protocol").
  */
 
 /** The path of a Pusher connection; the appkey names the merchant. */

@@ -15,7 +15,7 @@ beforeAll(async () => {
 afterAll(() => t.stop());
 
 const db = () => t.app.deps.db;
-/** A test writing a merchant's configuration directly announces it, as every write path does (README "Configuration cache"). */
+/** A test writing a merchant's configuration directly announces it, as every write path does (docs/operations.md "Configuration cache"). */
 const configChanged = (merchantId: string) => t.app.deps.configCache.announceChanged(merchantId);
 const workbench = (client: HttpClient, init: Parameters<HttpClient['json']>[1] = {}, path = '/agent/data/get') =>
   client.json(path, init);

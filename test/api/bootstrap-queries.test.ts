@@ -14,7 +14,7 @@ describe('Agent workbench: data access', () => {
   it('is served with a fixed number of SQL statements: 50 conversations cost what 2 do (no N+1)', async () => {
     const alice = await agentSession(t.url, 'alice');
     const load = () => alice.client.json('/agent/data/get');
-    // Warm: the merchant's configuration comes from the instance's cache (README "Configuration cache").
+    // Warm: the merchant's configuration comes from the instance's cache (docs/operations.md "Configuration cache").
     await load();
     const withTwo = await statementsOf(t.app.deps.database, load);
     expect(Object.keys((await load()).body.data.chatting)).toHaveLength(2);

@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(() => t.stop());
 
 const db = () => t.app.deps.db;
-/** A test writing a merchant's configuration directly announces it, as every write path does (README "Configuration cache"). */
+/** A test writing a merchant's configuration directly announces it, as every write path does (docs/operations.md "Configuration cache"). */
 const configChanged = (merchantId: string) => t.app.deps.configCache.announceChanged(merchantId);
 
 /** Sets the stored attribute values of a visitor (test data, straight into the database). */

@@ -4,7 +4,7 @@ import { agentSession, type HttpClient } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 // Issue 14: common clients work with their defaults, while a cross-site form post or simple
-// request still cannot run an operation (README "GraphQL", "Cross-site requests").
+// request still cannot run an operation (docs/graphql.md "Cross-site requests").
 let t: TestApp;
 let agent: HttpClient;
 beforeAll(async () => {

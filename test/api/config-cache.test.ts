@@ -12,7 +12,7 @@ import { describeWhen } from '../support/required.js';
 import { freshStores, startTestApp, type TestApp, type TestStores, withClockAhead } from '../support/test-app.js';
 
 /**
- * README "Configuration cache": merchants' configuration and visitor token checks are kept in
+ * docs/operations.md "Configuration cache": merchants' configuration and visitor token checks are kept in
  * memory on each instance, dropped everywhere when a write path announces a change, and in any
  * case after a safety TTL (configuration) or 1 s (token checks).
  */

@@ -34,7 +34,7 @@ import { sendMessage } from '../../src/resolvers/messages.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { eventually, factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
 
-/** Attachments (README "Attachments"): switches and limits, the type from the bytes, storage, signed downloads. */
+/** Attachments (docs/attachments.md): switches and limits, the type from the bytes, storage, signed downloads. */
 
 let base: TestDeps;
 /** The worker's deps with an attachments directory of this file's own. */

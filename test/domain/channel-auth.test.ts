@@ -13,7 +13,7 @@ import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visit
 import { clientIp, codeOf, factories, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
- * README "Pusher protocol": private- channels are signed by the authorization endpoint with the
+ * docs/realtime.md "Pusher protocol": private- channels are signed by the authorization endpoint with the
  * merchant's app secret and subscribed under the identity the signature was issued to; visitor
  * channels are capabilities read by name while their visitor holds a live token.
  */

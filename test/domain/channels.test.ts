@@ -22,7 +22,7 @@ import { createRealtimeService } from '../../src/resolvers/realtime.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import { codeOf, eventually, factories, recordEvents, type TestDeps, testDeps, testSession } from '../support/deps.js';
 
-/** README "Real-time": who may listen where, the appkey of a connection, Session ends, the internal publish API. */
+/** docs/realtime.md: who may listen where, the appkey of a connection, Session ends, the internal publish API. */
 let deps: TestDeps;
 let make: ReturnType<typeof factories>;
 beforeAll(async () => {

@@ -21,7 +21,7 @@ import { parseInput } from '../../src/resolvers/inputs.js';
 import { MAX_PAGE, MAX_TEXT } from '../../src/resolvers/messages.js';
 
 /**
- * The chat's legacy REST inputs (README "Chat"): snake_case form values, integers and booleans
+ * The chat's legacy REST inputs (docs/chat.md): snake_case form values, integers and booleans
  * also as the strings a form sends, mapped to the domain's camelCase.
  */
 

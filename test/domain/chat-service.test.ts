@@ -3,7 +3,7 @@ import type { Deps } from '../../src/deps.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
 
 /**
- * The chat service's schedule (README "Chat"): each job on its own interval, a slow run never
+ * The chat service's schedule (docs/chat.md): each job on its own interval, a slow run never
  * stacked, one set of timers however often it is started, and stop waits for a run in progress.
  * The clock is vitest's; the database a stand-in whose first call tells which job ran (each job
  * makes its first query synchronously).

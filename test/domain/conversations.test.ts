@@ -21,7 +21,7 @@ import { listMessages, markRead, sendMessage } from '../../src/resolvers/message
 import { setAgentState } from '../../src/resolvers/presence.js';
 import { eventually, factories, recordEvents, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
 
-/** Conversation rules (README "Chat") not already covered by test/domain/chat-conversations.test.ts. */
+/** Conversation rules (docs/chat.md) not already covered by test/domain/chat-conversations.test.ts. */
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;

@@ -20,7 +20,7 @@ import { HISTORY_GAP, SUBSCRIBED } from '../../src/stores/bus.js';
 import { eventually, metricValue, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
- * README "Events the gateway publishes": every event declared once, its payload published in the
+ * docs/realtime.md "Events the gateway publishes": every event declared once, its payload published in the
  * documented snake_case wire shape, mapped from the domain's camelCase by the catalog.
  */
 let deps: TestDeps;
@@ -81,7 +81,7 @@ const refWire = { conversation_id: 'c1', visitor_id: 'v1', state: 'active' };
 const alice = { agentId: 'ag1', nickname: 'Alice', avatar: '/a.png' };
 const aliceWire = { agent_id: 'ag1', nickname: 'Alice', avatar: '/a.png' };
 
-/** One domain payload of every event and the wire payload the README documents for it. */
+/** One domain payload of every event and the wire payload docs/realtime.md documents for it. */
 const examples: { [N in EventName]: [EventData<N>, unknown] } = {
   'agent.login': [
     { agentId: 'ag1', nickname: 'Alice' },
@@ -260,7 +260,7 @@ describe('publishing', () => {
       event: 'session.ended',
       data: { reason: 'password_reset', sessions: [sessionFingerprint('sid-a'), sessionFingerprint('sid-b')] },
     });
-    // 16 characters of base64url(SHA-256(ID)), as the README documents.
+    // 16 characters of base64url(SHA-256(ID)), as docs/realtime.md documents.
     expect(sessionFingerprint('sid-a')).toMatch(/^[A-Za-z0-9_-]{16}$/);
     expect(sessionFingerprint('sid-a')).not.toBe(sessionFingerprint('sid-b'));
     recorder.stop();

@@ -14,7 +14,7 @@ import type { ChannelEvent, EventBus } from '../../src/stores/bus.js';
 import { eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
- * README "Configuration cache": an instance keeps merchants' configuration and visitor token
+ * docs/operations.md "Configuration cache": an instance keeps merchants' configuration and visitor token
  * checks in memory only while it listens to the invalidations, drops a copy when a write path
  * announces a change (here at once, elsewhere when the event arrives), and never keeps a copy
  * past its safety TTL (configuration) or 1 s (token checks).

@@ -12,7 +12,7 @@ import { setAgentState } from '../../src/resolvers/presence.js';
 import { rateLimiterFactory } from '../../src/stores/rate-limits.js';
 import { eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
 
-/** Message rules (README "Chat") not already covered by test/domain/chat-messages.test.ts. */
+/** Message rules (docs/chat.md) not already covered by test/domain/chat-messages.test.ts. */
 
 let deps: TestDeps;
 let f: ReturnType<typeof factories>;

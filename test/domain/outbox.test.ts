@@ -8,7 +8,7 @@ import { drainOutbox, enqueueEvent, publishOutbox, rowsOf } from '../../src/reso
 import { eventually, factories, recordEvents, secondInstance, type TestDeps, testDeps } from '../support/deps.js';
 
 /**
- * Publish after commit (README "Chat", ARCHITECTURE "outbox"): events are written in the
+ * Publish after commit (docs/chat.md, ARCHITECTURE.md "outbox"): events are written in the
  * transaction that changes the rows, published in order once committed, and nothing is lost
  * when a publish fails; the chat service of every instance drains what is left.
  */

@@ -22,7 +22,7 @@ import {
 } from '../support/deps.js';
 
 /**
- * README "Presence (`agent.state`)": offline unless connected; busy or away when chosen; each
+ * docs/realtime.md "Presence (`agent.state`)": offline unless connected; busy or away when chosen; each
  * change published once on `global-{bid}` with its reason.
  */
 let deps: TestDeps;

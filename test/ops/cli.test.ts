@@ -212,7 +212,7 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     expect((await cli(t, 'visitor-token:revoke', '--token', 'no-such-token')).json).toEqual({ revoked: false });
   });
 
-  it('a token that begins with "-" is a usage error after a space, and is read after "=" (README: Admin CLI)', async () => {
+  it('a token that begins with "-" is a usage error after a space, and is read after "=" (docs/operations.md: Admin CLI)', async () => {
     const spaced = await cli(t, 'visitor-token:revoke', '--token', '-leading-dash');
     expect(spaced.code).toBe(2);
     expect(spaced.err).toContain("'--token=-XYZ'");

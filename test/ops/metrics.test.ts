@@ -136,7 +136,7 @@ describe('Prometheus metrics at /metrics', () => {
     expect((await client.login('dave')).body.code).toBe(1003);
     expect(await sample(t, 'parley_login_failures_total{reason="disabled"}')).toBeGreaterThanOrEqual(1);
 
-    // Five wrong passwords lock the account (README: brute-force limits).
+    // Five wrong passwords lock the account (docs/auth.md: brute-force limits).
     for (let i = 0; i < 5; i++) await client.login('bob', `wrong-${i}`);
     expect(await sample(t, 'parley_login_lockouts_total{scope="account"}')).toBeGreaterThanOrEqual(1);
     expect((await client.login('bob')).body.code).not.toBe(0);
