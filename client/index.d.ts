@@ -21,6 +21,21 @@
  * @property {(error: { message: string, code?: string }) => void} [onError] The server refused or
  *   ended this channel with an error (e.g. FORBIDDEN): it is not resubscribed.
  *
+ * @typedef {object} ChannelOperation A subscription document of your own over the `channel` root
+ *   field (what GraphQL libraries send): the client keeps its resume position and sets the `since`
+ *   variable on every (re)subscription. Prepare a library's document with `@parley/client/operation`.
+ * @property {string} query The document; its `channel` field takes `since: $<sinceVariable>` and selects `position` and `event`.
+ * @property {Record<string, unknown>} variables Its variables.
+ * @property {string} channel The channel it subscribes to.
+ * @property {string} responseKey The response key of the `channel` field (its alias, or `channel`).
+ * @property {string} sinceVariable The variable bound to the `since` argument.
+ *
+ * @typedef {object} OperationHandlers
+ * @property {(event: ChannelEvent, result: { data: Record<string, unknown> }) => void} onEvent Every
+ *   published event, in order, exactly once, with the whole execution result of the operation.
+ * @property {(event: ChannelEvent) => void} [onGap] As for `subscribe`.
+ * @property {(error: { message: string, code?: string }) => void} [onError] As for `subscribe`.
+ *
  * @typedef {object} ChannelSubscription
  * @property {string} channel
  * @property {() => string | undefined} position The last position delivered (what `since` gets).
@@ -46,6 +61,9 @@
  * @typedef {object} ParleyClient
  * @property {(channel: string, handlers: ChannelHandlers, options?: { since?: string }) => ChannelSubscription} subscribe
  *   Subscribes to `channel` (resuming after `since` when given) and keeps it subscribed.
+ * @property {(operation: ChannelOperation, handlers: OperationHandlers) => ChannelSubscription} subscribeOperation
+ *   The same for a document of your own (the Apollo link and the urql exchange use it): resumes
+ *   from the last position it delivered, or from the operation's own `since` at first.
  * @property {() => Promise<void>} close Unsubscribes everything and closes the socket for good.
  */
 /**
@@ -122,6 +140,53 @@ export type ChannelHandlers = {
         code?: string;
     }) => void) | undefined;
 };
+/**
+ * A subscription document of your own over the `channel` root
+ * field (what GraphQL libraries send): the client keeps its resume position and sets the `since`
+ * variable on every (re)subscription. Prepare a library's document with `@parley/client/operation`.
+ */
+export type ChannelOperation = {
+    /**
+     * The document; its `channel` field takes `since: $<sinceVariable>` and selects `position` and `event`.
+     */
+    query: string;
+    /**
+     * Its variables.
+     */
+    variables: Record<string, unknown>;
+    /**
+     * The channel it subscribes to.
+     */
+    channel: string;
+    /**
+     * The response key of the `channel` field (its alias, or `channel`).
+     */
+    responseKey: string;
+    /**
+     * The variable bound to the `since` argument.
+     */
+    sinceVariable: string;
+};
+export type OperationHandlers = {
+    /**
+     * Every
+     * published event, in order, exactly once, with the whole execution result of the operation.
+     */
+    onEvent: (event: ChannelEvent, result: {
+        data: Record<string, unknown>;
+    }) => void;
+    /**
+     * As for `subscribe`.
+     */
+    onGap?: ((event: ChannelEvent) => void) | undefined;
+    /**
+     * As for `subscribe`.
+     */
+    onError?: ((error: {
+        message: string;
+        code?: string;
+    }) => void) | undefined;
+};
 export type ChannelSubscription = {
     channel: string;
     /**
@@ -175,6 +240,11 @@ export type ParleyClient = {
     subscribe: (channel: string, handlers: ChannelHandlers, options?: {
         since?: string;
     }) => ChannelSubscription;
+    /**
+     * The same for a document of your own (the Apollo link and the urql exchange use it): resumes
+     * from the last position it delivered, or from the operation's own `since` at first.
+     */
+    subscribeOperation: (operation: ChannelOperation, handlers: OperationHandlers) => ChannelSubscription;
     /**
      * Unsubscribes everything and closes the socket for good.
      */

@@ -48,6 +48,21 @@ const FATAL = new Set([4400, 4409, 1007, 1009]);
  * @property {(error: { message: string, code?: string }) => void} [onError] The server refused or
  *   ended this channel with an error (e.g. FORBIDDEN): it is not resubscribed.
  *
+ * @typedef {object} ChannelOperation A subscription document of your own over the `channel` root
+ *   field (what GraphQL libraries send): the client keeps its resume position and sets the `since`
+ *   variable on every (re)subscription. Prepare a library's document with `@parley/client/operation`.
+ * @property {string} query The document; its `channel` field takes `since: $<sinceVariable>` and selects `position` and `event`.
+ * @property {Record<string, unknown>} variables Its variables.
+ * @property {string} channel The channel it subscribes to.
+ * @property {string} responseKey The response key of the `channel` field (its alias, or `channel`).
+ * @property {string} sinceVariable The variable bound to the `since` argument.
+ *
+ * @typedef {object} OperationHandlers
+ * @property {(event: ChannelEvent, result: { data: Record<string, unknown> }) => void} onEvent Every
+ *   published event, in order, exactly once, with the whole execution result of the operation.
+ * @property {(event: ChannelEvent) => void} [onGap] As for `subscribe`.
+ * @property {(error: { message: string, code?: string }) => void} [onError] As for `subscribe`.
+ *
  * @typedef {object} ChannelSubscription
  * @property {string} channel
  * @property {() => string | undefined} position The last position delivered (what `since` gets).
@@ -73,6 +88,9 @@ const FATAL = new Set([4400, 4409, 1007, 1009]);
  * @typedef {object} ParleyClient
  * @property {(channel: string, handlers: ChannelHandlers, options?: { since?: string }) => ChannelSubscription} subscribe
  *   Subscribes to `channel` (resuming after `since` when given) and keeps it subscribed.
+ * @property {(operation: ChannelOperation, handlers: OperationHandlers) => ChannelSubscription} subscribeOperation
+ *   The same for a document of your own (the Apollo link and the urql exchange use it): resumes
+ *   from the last position it delivered, or from the operation's own `since` at first.
  * @property {() => Promise<void>} close Unsubscribes everything and closes the socket for good.
  */
 
@@ -105,9 +123,16 @@ export function createParleyClient(options) {
   const status = options.onStatus ?? (() => {});
 
   /**
-   * @typedef {{ channel: string, handlers: ChannelHandlers, last: string | undefined, ended: boolean, dispose?: () => void }} ChannelEntry
-   * @type {Map<string, ChannelEntry>}
+   * @typedef {object} ChannelEntry
+   * @property {string} channel
+   * @property {OperationHandlers} handlers
+   * @property {string | undefined} last
+   * @property {boolean} ended
+   * @property {(since: string | null) => { query: string, variables: Record<string, unknown> }} payload
+   * @property {string} responseKey
+   * @property {() => void} [dispose]
    */
+  /** Live subscriptions: by channel for `subscribe`, by a key of their own for `subscribeOperation`. @type {Map<unknown, ChannelEntry>} */
   const channels = new Map();
   /** @type {import('graphql-ws').Client | undefined} */
   let socketClient;
@@ -213,7 +238,7 @@ export function createParleyClient(options) {
   function subscribeOn(client, entry) {
     // A fresh payload per subscription: the resume position is explicit, never patched into an
     // object graphql-ws keeps.
-    const payload = { query: CHANNEL_SUBSCRIPTION, variables: { name: entry.channel, since: entry.last ?? null } };
+    const payload = entry.payload(entry.last ?? null);
     let failed = false;
     entry.dispose = client.subscribe(payload, {
       next(result) {
@@ -228,7 +253,7 @@ export function createParleyClient(options) {
           });
           return;
         }
-        const event = /** @type {ChannelEvent | undefined} */ (result.data?.channel);
+        const event = /** @type {ChannelEvent | undefined} */ (result.data?.[entry.responseKey]);
         if (!event) return;
         const position = String(event[POSITION_FIELD]);
         if (event.event === 'history.gap') {
@@ -239,7 +264,8 @@ export function createParleyClient(options) {
         if (entry.last !== undefined && (position === entry.last || comparePositions(position, entry.last) < 0)) return;
         entry.last = position;
         // `subscribed` only carries the starting position: never shown.
-        if (event.event !== 'subscribed') entry.handlers.onEvent(event);
+        if (event.event !== 'subscribed')
+          entry.handlers.onEvent(event, { data: /** @type {Record<string, unknown>} */ (result.data) });
       },
       error(error) {
         // A closed socket reaches every sink: handled once, by `closed`.
@@ -257,24 +283,50 @@ export function createParleyClient(options) {
     });
   }
 
+  /**
+   * @param {unknown} key
+   * @param {ChannelEntry} entry
+   * @returns {ChannelSubscription}
+   */
+  function keep(key, entry) {
+    if (stopped) throw new Error('This Parley client is closed');
+    channels.set(key, entry);
+    if (socketClient) subscribeOn(socketClient, entry);
+    else if (!retryTimer) connect();
+    return {
+      channel: entry.channel,
+      position: () => entry.last,
+      unsubscribe() {
+        entry.ended = true;
+        entry.dispose?.();
+        channels.delete(key);
+      },
+    };
+  }
+
   return {
     subscribe(channel, handlers, subscribeOptions = {}) {
-      if (stopped) throw new Error('This Parley client is closed');
       if (channels.has(channel)) throw new Error(`Already subscribed to ${channel}`);
-      /** @type {ChannelEntry} */
-      const entry = { channel, handlers, last: subscribeOptions.since, ended: false };
-      channels.set(channel, entry);
-      if (socketClient) subscribeOn(socketClient, entry);
-      else if (!retryTimer) connect();
-      return {
+      return keep(channel, {
         channel,
-        position: () => entry.last,
-        unsubscribe() {
-          entry.ended = true;
-          entry.dispose?.();
-          channels.delete(channel);
-        },
-      };
+        handlers,
+        last: subscribeOptions.since,
+        ended: false,
+        responseKey: 'channel',
+        payload: (since) => ({ query: CHANNEL_SUBSCRIPTION, variables: { name: channel, since } }),
+      });
+    },
+    subscribeOperation(operation, handlers) {
+      const { query, variables, channel, responseKey, sinceVariable } = operation;
+      const since = variables[sinceVariable];
+      return keep(Symbol(channel), {
+        channel,
+        handlers,
+        last: typeof since === 'string' ? since : undefined,
+        ended: false,
+        responseKey,
+        payload: (last) => ({ query, variables: { ...variables, [sinceVariable]: last } }),
+      });
     },
     async close() {
       stop({ state: 'closed' });

@@ -10,6 +10,7 @@ import { requestSessionPort } from '../http/session.js';
 import { TICKET_ENTRY_PATH, WORKBENCH_PATH } from '../resolvers/login.js';
 import { type AgentViewer, requireAgent, requireOnlineReception } from '../resolvers/viewer.js';
 import { sendError } from '../rest/envelope.js';
+import { CLIENT_PACKAGE_PATH, clientPackageTarball } from './client-package.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ASSETS_DIR = join(here, 'assets');
@@ -40,6 +41,15 @@ export function pageRoutes(deps: Deps): Router {
     "from 'graphql-ws'",
     "from '/assets/vendor/graphql-ws/client.js'",
   );
+  const clientPackage = clientPackageTarball(join(here, '../../client'));
+  router.get(CLIENT_PACKAGE_PATH, (_req, res) => {
+    res.set({
+      'Content-Type': 'application/gzip',
+      'Content-Disposition': 'attachment; filename="parley-client.tgz"',
+      'Cache-Control': 'no-cache',
+    });
+    res.send(clientPackage);
+  });
   router.get('/assets/vendor/parley-client.js', (_req, res) => {
     res.set({ 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'no-cache' });
     res.send(parleyClient);

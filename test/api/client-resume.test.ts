@@ -2,31 +2,12 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { type ChannelEvent, createParleyClient, type Identity, type ParleyClient } from '../../client/index.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
-import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
+import { cutNetwork, openSockets, publishCount, RecordedWebSocket, range, recorded } from '../support/resume.js';
+import { freshStores, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
 
 // Issue 14, "Our own client": socket kills and a server restart under client/ and every event
 // arrives exactly once; the identity is refreshed when the server says it is gone.
-
-/** Every WebSocket the client opened, so a test can cut the network under it. */
-const sockets = new Set<WebSocket>();
-let pongsReceived = 0;
-class RecordedWebSocket extends WebSocket {
-  constructor(address: string, protocols?: string | string[]) {
-    super(address, protocols);
-    sockets.add(this);
-    this.on('close', () => sockets.delete(this));
-    this.on('message', (data) => {
-      if ((JSON.parse(String(data)) as { type: string }).type === 'pong') pongsReceived += 1;
-    });
-  }
-}
-/** Drops every open socket without a close handshake, as a network failure would. */
-function cutNetwork() {
-  const cut = sockets.size;
-  for (const socket of sockets) socket.terminate();
-  return cut;
-}
 
 const clients: ParleyClient[] = [];
 const apps: TestApp[] = [];
@@ -36,16 +17,6 @@ afterEach(async () => {
 afterAll(async () => {
   await Promise.all(apps.map((a) => a.stop()));
 });
-
-async function publish(url: string, channel: string, n: number) {
-  const { status, body } = await new HttpClient(url).json<{ id: string }>('/internal/events', {
-    method: 'POST',
-    headers: { authorization: `Bearer ${INTERNAL_TOKEN}` },
-    json: { channel, event: 'test.count', data: { n } },
-  });
-  expect(status).toBe(202);
-  return body.data.id;
-}
 
 /** A channel's deliveries as the application sees them. */
 function recorder() {
@@ -85,8 +56,6 @@ function client(
   return { c, states };
 }
 
-const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
-
 describe('client/: resume after socket drops, exactly once', () => {
   it('an agent (Session token) and a visitor (bearer) see every event once across repeated socket kills', async () => {
     const t = await startTestApp();
@@ -113,11 +82,11 @@ describe('client/: resume after socket drops, exactly once', () => {
 
     const TOTAL = 40;
     for (const n of range(0, TOTAL)) {
-      await publish(t.url, 'agent-a_alice', n);
-      await publish(t.url, visitorChannel, n);
+      await publishCount(t.url, 'agent-a_alice', n);
+      await publishCount(t.url, visitorChannel, n);
       if (n % 8 === 3) {
         // Both clients back on a socket, then cut: the next events are published while they are down.
-        await eventually(() => [...sockets].filter((s) => s.readyState === WebSocket.OPEN).length === 2, 'reconnected');
+        await eventually(() => openSockets() === 2, 'reconnected');
         expect(cutNetwork()).toBe(2);
       }
     }
@@ -144,11 +113,11 @@ describe('client/: resume after socket drops, exactly once', () => {
     const { c } = client(t.wsUrl, () => ({ appkey: 'demo-appkey', token }));
     const sub = c.subscribe('agent-a_alice', feed.handlers);
     await eventually(() => sub.position() !== undefined, 'subscribed');
-    await publish(t.url, 'agent-a_alice', 0);
+    await publishCount(t.url, 'agent-a_alice', 0);
     await eventually(() => feed.counts().length === 1, 'first event');
     const position = sub.position();
     sub.unsubscribe();
-    for (const n of range(1, 16)) await publish(t.url, 'agent-a_alice', n);
+    for (const n of range(1, 16)) await publishCount(t.url, 'agent-a_alice', n);
     const resumed = recorder();
     c.subscribe('agent-a_alice', resumed.handlers, { since: position });
     await eventually(() => resumed.counts().length === 10, 'the kept events');
@@ -173,8 +142,8 @@ describe('client/: keep-alive against the gateway', () => {
     clients.push(c);
     const sub = c.subscribe('agent-a_alice', { onEvent: () => {} });
     await eventually(() => sub.position() !== undefined, 'subscribed');
-    const before = pongsReceived;
-    await eventually(() => pongsReceived >= before + 5, 'five pongs');
+    const before = recorded.pongs;
+    await eventually(() => recorded.pongs >= before + 5, 'five pongs');
     expect(states).toEqual(['connecting', 'connected']);
   }, 120_000);
 });
@@ -200,7 +169,7 @@ describe('client/: a server restart under the client', () => {
     });
     const sub = c.subscribe('agent-a_alice', feed.handlers);
     await eventually(() => sub.position() !== undefined, 'subscribed');
-    for (const n of range(0, 10)) await publish(first.url, 'agent-a_alice', n);
+    for (const n of range(0, 10)) await publishCount(first.url, 'agent-a_alice', n);
     await eventually(() => feed.counts().length === 10, 'events before the restart');
 
     await first.app.stop();
@@ -210,7 +179,7 @@ describe('client/: a server restart under the client', () => {
     server = await startTestApp({ stores, env: { PORT: port } });
     apps.push(server);
     const restarted = server;
-    for (const n of range(10, 20)) await publish(restarted.url, 'agent-a_alice', n);
+    for (const n of range(10, 20)) await publishCount(restarted.url, 'agent-a_alice', n);
     await eventually(() => feed.counts().length >= 20, 'events after the restart', 20_000);
     expect(feed.counts()).toEqual(range(0, 20));
     expect(feed.errors).toEqual([]);

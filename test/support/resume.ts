@@ -1,0 +1,45 @@
+import { expect } from 'vitest';
+import WebSocket from 'ws';
+import { HttpClient } from './clients.js';
+import { INTERNAL_TOKEN } from './test-app.js';
+
+/**
+ * What the resume tests of every client kind share: sockets they can cut under a client, and a
+ * numbered stream of events published through POST /internal/events.
+ */
+
+/** Every WebSocket a client opened through `RecordedWebSocket`, so a test can cut the network under it. */
+export const recordedSockets = new Set<WebSocket>();
+export const recorded = { pongs: 0 };
+export class RecordedWebSocket extends WebSocket {
+  constructor(address: string, protocols?: string | string[]) {
+    super(address, protocols);
+    recordedSockets.add(this);
+    this.on('close', () => recordedSockets.delete(this));
+    this.on('message', (data) => {
+      if ((JSON.parse(String(data)) as { type: string }).type === 'pong') recorded.pongs += 1;
+    });
+  }
+}
+
+/** Drops every open recorded socket without a close handshake, as a network failure would. */
+export function cutNetwork() {
+  const cut = recordedSockets.size;
+  for (const socket of recordedSockets) socket.terminate();
+  return cut;
+}
+
+export const openSockets = () => [...recordedSockets].filter((s) => s.readyState === WebSocket.OPEN).length;
+
+/** Publishes `test.count` event number `n` on `channel`; answers its id. */
+export async function publishCount(url: string, channel: string, n: number) {
+  const { status, body } = await new HttpClient(url).json<{ id: string }>('/internal/events', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${INTERNAL_TOKEN}` },
+    json: { channel, event: 'test.count', data: { n } },
+  });
+  expect(status).toBe(202);
+  return body.data.id;
+}
+
+export const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
