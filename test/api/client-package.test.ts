@@ -1,14 +1,14 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSession } from '../support/clients.js';
+import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 
 // Issue 32: the first-party client installs with one documented command from the gateway it
-// talks to, and runs in plain Node as installed.
+// talks to, runs in plain Node as installed, and the client snippets of the docs run as written.
 
 const run = promisify(execFile);
 let t: TestApp;
@@ -16,7 +16,17 @@ let project: string;
 beforeAll(async () => {
   t = await startTestApp();
   project = mkdtempSync(join(tmpdir(), 'parley-client-install-'));
-});
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  // As documented: `npm install <gateway>/client/parley-client.tgz`. Its peer dependencies and the
+  // GraphQL libraries come from this project's node_modules: the test reaches no registry.
+  await run('npm', ['install', '--no-audit', '--no-fund', '--legacy-peer-deps', `${t.url}/client/parley-client.tgz`], {
+    cwd: project,
+  });
+  for (const dep of ['graphql-ws', 'ws', 'graphql', '@apollo/client', '@urql/core', 'rxjs']) {
+    mkdirSync(dirname(join(project, 'node_modules', dep)), { recursive: true });
+    symlinkSync(resolve('node_modules', dep), join(project, 'node_modules', dep), 'dir');
+  }
+}, 60_000);
 afterAll(async () => {
   await t?.stop();
   if (project) rmSync(project, { recursive: true, force: true });
@@ -24,17 +34,6 @@ afterAll(async () => {
 
 describe('@parley/client installs from the gateway', () => {
   it('`npm install <gateway>/client/parley-client.tgz` installs a package that subscribes and receives an event', async () => {
-    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-    // Its peer dependency (graphql-ws) and ws (Node 20 has no global WebSocket) come from this
-    // project's node_modules: the test reaches no registry.
-    await run(
-      'npm',
-      ['install', '--no-audit', '--no-fund', '--legacy-peer-deps', `${t.url}/client/parley-client.tgz`],
-      { cwd: project },
-    );
-    for (const dep of ['graphql-ws', 'ws']) {
-      symlinkSync(resolve('node_modules', dep), join(project, 'node_modules', dep), 'dir');
-    }
     const { token } = await agentSession(t.url, 'alice');
     const script = `
       import { createParleyClient } from '@parley/client';
@@ -86,4 +85,88 @@ describe('@parley/client installs from the gateway', () => {
         .sort(),
     );
   });
+});
+
+/** The code blocks of the docs marked `<!-- snippet: name -->`, exactly as written. */
+function docSnippet(name: string): string {
+  const text = readFileSync('docs/realtime.md', 'utf8');
+  const match = new RegExp(`<!-- snippet: ${name} -->\\n\`\`\`js\\n([\\s\\S]*?)\\n\`\`\`\\n`).exec(text);
+  if (!match?.[1]) throw new Error(`docs/realtime.md has no snippet ${name}`);
+  return match[1];
+}
+
+/**
+ * Runs a snippet as written in a module of the installed project: a prelude gives it the values
+ * an application has (the bootstrap's ws_address, the identity…), an epilogue proves it works
+ * by printing one event it received; the test publishes until that event arrives.
+ */
+async function runSnippet(name: string, channel: string, values: Record<string, string>, epilogue: string) {
+  const prelude = Object.entries(values)
+    .map(([key, value]) => `const ${key} = ${JSON.stringify(value)};`)
+    .join('\n');
+  const helpers = `
+    const done = (data) => { console.log(JSON.stringify(data)); process.exit(0); };
+    const show = (e) => { if (e.event === 'test.snippet') done(e.data); };
+    const relogin = async () => {}; const reloadWorkbench = () => {}; const reloadBootstrap = () => {};`;
+  const file = join(project, `${name}.mjs`);
+  writeFileSync(file, `${prelude}\n${helpers}\n${docSnippet(name)}\n${epilogue}\n`);
+  const child = run(process.execPath, [file], { cwd: project, timeout: 30_000 });
+  let finished = false;
+  void child.finally(() => {
+    finished = true;
+  });
+  const internal = new HttpClient(t.url);
+  while (!finished) {
+    await internal.json('/internal/events', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${INTERNAL_TOKEN}` },
+      json: { channel, event: 'test.snippet', data: { snippet: name } },
+    });
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const { stdout } = await child;
+  return stdout.trim().split('\n');
+}
+
+describe('the client snippets of the docs run as written', () => {
+  it('@parley/client: an agent subscribes to its channel and sees an event', async () => {
+    const { token } = await agentSession(t.url, 'alice');
+    const values = { wsAddress: t.wsUrl, appkey: 'demo-appkey', token, agentId: 'a_alice' };
+    expect(await runSnippet('parley-client', 'agent-a_alice', values, '')).toEqual([
+      JSON.stringify({ snippet: 'parley-client' }),
+    ]);
+  }, 60_000);
+
+  it('Apollo Client: queries over HttpLink with the identity, subscribes through the Parley link', async () => {
+    const { token } = await agentSession(t.url, 'alice');
+    const values = { wsAddress: t.wsUrl, appkey: 'demo-appkey', token, origin: t.url };
+    const epilogue = `
+      import { gql } from '@apollo/client';
+      const { data } = await apollo.query({ query: gql\`query Me { currentAgent { agentId } }\` });
+      console.log(JSON.stringify(data.currentAgent.agentId));
+      apollo.subscribe({ query: gql\`subscription Feed { channel(name: "agent-a_alice") { event data } }\` })
+        .subscribe({ next: ({ data }) => { if (data.channel.event === 'test.snippet') done(data.channel.data); } });`;
+    expect(await runSnippet('apollo', 'agent-a_alice', values, epilogue)).toEqual([
+      JSON.stringify('a_alice'),
+      JSON.stringify({ snippet: 'apollo' }),
+    ]);
+  }, 60_000);
+
+  it('urql: a visitor queries with its bearer token and subscribes to its channel through the Parley exchange', async () => {
+    const { token: visitorTokenValue } = await visitorToken(t.url);
+    const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
+      headers: { authorization: `Bearer ${visitorTokenValue}` },
+    });
+    const channel = body.data.visitor.channel;
+    const values = { wsAddress: t.wsUrl, appkey: 'demo-appkey', visitorToken: visitorTokenValue, origin: t.url };
+    const epilogue = `
+      const { data } = await urql.query('query Boot { visitorBootstrap { visitor { channel } } }', {}).toPromise();
+      console.log(JSON.stringify(data.visitorBootstrap.visitor.channel));
+      urql.subscription('subscription Feed($name: String!) { channel(name: $name) { event data } }', { name: ${JSON.stringify(channel)} })
+        .subscribe(({ data }) => { if (data?.channel.event === 'test.snippet') done(data.channel.data); });`;
+    expect(await runSnippet('urql', channel, values, epilogue)).toEqual([
+      JSON.stringify(channel),
+      JSON.stringify({ snippet: 'urql' }),
+    ]);
+  }, 60_000);
 });
