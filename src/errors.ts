@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'NOT_ASSIGNED'
   | 'AGENT_UNAVAILABLE'
   | 'RATING_NOT_ALLOWED'
+  | 'LIMIT_REACHED'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';
 
@@ -65,6 +66,8 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   NOT_ASSIGNED: { code: 1203, status: 200 },
   AGENT_UNAVAILABLE: { code: 1204, status: 200 },
   RATING_NOT_ALLOWED: { code: 1205, status: 200 },
+  // A merchant's or agent's budget (canned responses, labels, notes) is used up: delete some first.
+  LIMIT_REACHED: { code: 1409, status: 409 },
   SERVICE_UNAVAILABLE: { code: 1503, status: 503 },
   INTERNAL: { code: 1500, status: 500 },
 };

@@ -364,3 +364,96 @@ export type Conversation = typeof conversations.$inferSelect;
 export type Message = typeof messages.$inferSelect;
 export type Attachment = typeof attachments.$inferSelect;
 export type AuditRow = typeof auditLog.$inferSelect;
+
+// ---- the desk's everyday tools (docs/desk.md "Canned responses", "Labels", "Internal notes") ----
+
+/**
+ * Canned responses: the merchant's own (`agent_id` null, managed by administrators) and each
+ * agent's personal ones. A shortcut is unique, case-insensitively, within its owner.
+ */
+export const cannedResponses = pgTable(
+  'canned_responses',
+  {
+    id: text('id').primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    /** The owning agent of a personal response; null for the merchant's. */
+    agentId: text('agent_id').references(() => agents.id, { onDelete: 'cascade' }),
+    shortcut: text('shortcut').notNull(),
+    content: text('content').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('canned_responses_owner_shortcut').on(
+      t.merchantId,
+      sql`coalesce(${t.agentId}, '')`,
+      sql`lower(${t.shortcut})`,
+    ),
+  ],
+);
+
+/** Labels of a merchant, put on conversations by its agents. */
+export const labels = pgTable(
+  'labels',
+  {
+    id: text('id').primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    /** `#rrggbb`. */
+    color: text('color').notNull().default('#64748b'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('labels_merchant_name').on(t.merchantId, sql`lower(${t.name})`)],
+);
+
+export const conversationLabels = pgTable(
+  'conversation_labels',
+  {
+    conversationId: text('conversation_id')
+      .notNull()
+      .references(() => conversations.id, { onDelete: 'cascade' }),
+    labelId: text('label_id')
+      .notNull()
+      .references(() => labels.id, { onDelete: 'cascade' }),
+    /** The agent who put it on. */
+    agentId: text('agent_id').references(() => agents.id, { onDelete: 'set null' }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.conversationId, t.labelId] }), index('conversation_labels_label').on(t.labelId)],
+);
+
+/**
+ * Internal notes: agents-only remarks on a conversation. Deliberately not rows of `messages`:
+ * they take no `seq`, so the visitor's history, seq-gap detection, unread counts and resume never
+ * see them. `after_seq` is the conversation's `last_seq` when the note was written: the
+ * workbench shows it after that message (then by time).
+ */
+export const conversationNotes = pgTable(
+  'conversation_notes',
+  {
+    id: text('id').primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    conversationId: text('conversation_id')
+      .notNull()
+      .references(() => conversations.id, { onDelete: 'cascade' }),
+    visitorId: text('visitor_id')
+      .notNull()
+      .references(() => visitors.id, { onDelete: 'cascade' }),
+    /** The author; null once that agent is deleted. */
+    agentId: text('agent_id').references(() => agents.id, { onDelete: 'set null' }),
+    afterSeq: integer('after_seq').notNull(),
+    content: text('content').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('conversation_notes_visitor').on(t.visitorId, t.createdAt)],
+);
+
+export type CannedResponse = typeof cannedResponses.$inferSelect;
+export type Label = typeof labels.$inferSelect;
+export type ConversationNote = typeof conversationNotes.$inferSelect;

@@ -61,8 +61,13 @@ export const chatUnpinInput = z
   .object({ visitor_id: id })
   .transform((i) => ({ visitorId: i.visitor_id, pinned: false }));
 export const agentChatListInput = z
-  .object({ scope: z.enum(['mine', 'queue', 'all']).optional(), after: text(200).optional(), limit })
-  .transform((i) => ({ scope: i.scope, after: i.after, first: i.limit }));
+  .object({
+    scope: z.enum(['mine', 'queue', 'all']).optional(),
+    after: text(200).optional(),
+    limit,
+    label_id: id.optional(),
+  })
+  .transform((i) => ({ scope: i.scope, after: i.after, first: i.limit, labelId: i.label_id }));
 export const agentSendInput = z
   .object({ visitor_id: id, ...sendFields })
   .transform((i) => ({ visitorId: i.visitor_id, ...toSend(i) }));

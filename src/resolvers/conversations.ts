@@ -80,6 +80,8 @@ export const listInput = z.object({
   scope: z.enum(['mine', 'queue', 'all']).default('mine'),
   after: text(200).optional(),
   first: z.number().int().min(1).max(100).default(20),
+  /** Only conversations carrying this label of the merchant (docs/desk.md "Labels"). */
+  labelId: id.optional(),
 });
 export const rateInput = z.object({
   conversationId: id.optional(),
@@ -196,6 +198,10 @@ export async function listConversations(deps: Deps, viewer: AgentViewer, raw: un
   if (input.scope === 'all' && viewer.level !== 'admin')
     throw new DomainError('FORBIDDEN', 'scope all is for administrators');
   const where: (SQL | undefined)[] = [eq(conversations.merchantId, viewer.merchantId)];
+  if (input.labelId)
+    where.push(
+      sql`exists (select 1 from "conversation_labels" cl join "labels" l on l.id = cl.label_id where cl.conversation_id = "conversations"."id" and cl.label_id = ${input.labelId} and l.merchant_id = ${viewer.merchantId})`,
+    );
   let order: SQL[];
   let key: (c: Conversation) => (string | number)[];
   if (input.scope === 'queue') {

@@ -384,7 +384,8 @@ export const chatEndpoints: AnyRoute[] = [
     identity: 'agent',
     tag: 'Chat (agent)',
     summary: 'List conversations',
-    description: 'scope mine (default), queue (oldest first) or all (administrators); cursor-paginated with after.',
+    description:
+      'scope mine (default), queue (oldest first) or all (administrators); cursor-paginated with after; label_id: only the conversations carrying that label.',
     input: agentChatListInput,
     requestExample: { scope: 'mine', limit: 20 },
     output: z

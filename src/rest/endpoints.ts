@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { agentEndpoints } from './agent.js';
 import { attachmentEndpoints } from './attachments.js';
 import { chatEndpoints } from './chat.js';
+import { deskEndpoints } from './desk.js';
 import { operationsEndpoints } from './health.js';
 import { internalEndpoints } from './internal.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -17,6 +18,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...agentEndpoints,
   ...visitorEndpoints,
   ...chatEndpoints,
+  ...deskEndpoints,
   ...attachmentEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,

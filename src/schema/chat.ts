@@ -95,7 +95,7 @@ const Rating = builder.objectRef<NonNullable<ConversationView['rating']>>('Conve
   }),
 });
 
-const Conversation = builder.objectRef<ConversationView>('Conversation').implement({
+export const Conversation = builder.objectRef<ConversationView>('Conversation').implement({
   description: 'A conversation between a visitor and the merchant’s agents.',
   fields: (t) => ({
     conversationId: t.exposeString('conversationId', { description: 'Conversation id.' }),
@@ -290,6 +290,7 @@ builder.queryField('conversations', (t) =>
       scope: t.arg({ type: ScopeEnum, description: 'Which conversations; `mine` by default.' }),
       after: t.arg.string({ description: 'The `endCursor` of the previous page.' }),
       first: t.arg.int({ description: 'Page size, 1–100 (20 by default).' }),
+      labelId: t.arg.string({ description: 'Only the conversations carrying this label of the merchant.' }),
     },
     resolve: async (_root, args, ctx) => listConversations(ctx.deps, await ctx.agent(), defined(args)),
   }),

@@ -4,6 +4,9 @@ import './workbench.js';
 import './auth.js';
 import './channel.js';
 import './chat.js';
+import './desk/canned.js';
+import './desk/labels.js';
+import './desk/notes.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });

@@ -129,6 +129,32 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
     { conversationId: 'c1', rating: true, resolved: false },
     { conversation_id: 'c1', rating: true, resolved: false },
   ],
+  'note.created': [
+    {
+      note: {
+        id: 'note_1',
+        conversationId: 'c1',
+        visitorId: 'v1',
+        agentId: 'ag1',
+        agentNickname: 'Alice',
+        afterSeq: 2,
+        content: 'VIP: ships free',
+        createdAt: 1700000000000,
+      },
+    },
+    {
+      note: {
+        id: 'note_1',
+        conversation_id: 'c1',
+        visitor_id: 'v1',
+        agent_id: 'ag1',
+        agent_nickname: 'Alice',
+        after_seq: 2,
+        content: 'VIP: ships free',
+        created_at: 1700000000000,
+      },
+    },
+  ],
   'merchant.config_changed': [{ merchantId: 'mc1' }, { merchant_id: 'mc1' }],
   'visitor_token.revoked': [{ tokenHash: 'h1' }, { token_hash: 'h1' }],
   subscribed: [{}, {}],

@@ -25,6 +25,7 @@ export const CODES = Object.freeze({
   "NOT_ASSIGNED": 1203,
   "AGENT_UNAVAILABLE": 1204,
   "RATING_NOT_ALLOWED": 1205,
+  "LIMIT_REACHED": 1409,
   "SERVICE_UNAVAILABLE": 1503,
   "INTERNAL": 1500
 });
@@ -54,6 +55,7 @@ export const EVENTS = Object.freeze({
   "conversation.transferred": "conversation.transferred",
   "conversation.closed": "conversation.closed",
   "conversation.rating_invited": "conversation.rating_invited",
+  "note.created": "note.created",
   "merchant.config_changed": "merchant.config_changed",
   "visitor_token.revoked": "visitor_token.revoked",
   "subscribed": "subscribed",

@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cannedResponses } from '../../src/db/schema.js';
+import { DomainError } from '../../src/errors.js';
+import { newId } from '../../src/ids.js';
+import {
+  createCannedResponse,
+  deleteCannedResponse,
+  listCannedResponses,
+  MAX_CANNED_CONTENT,
+  MAX_PERSONAL_CANNED,
+  updateCannedResponse,
+} from '../../src/resolvers/desk/canned.js';
+import { factories, type TestDeps, testDeps } from '../support/deps.js';
+
+/** Canned responses (docs/desk.md "Canned responses"): owners, search, budgets. */
+
+let deps: TestDeps;
+let f: ReturnType<typeof factories>;
+beforeAll(async () => {
+  deps = await testDeps();
+  f = factories(deps);
+});
+afterAll(async () => {
+  await f.cleanup();
+});
+
+async function codeOf(work: Promise<unknown>): Promise<string> {
+  try {
+    await work;
+  } catch (error) {
+    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
+    throw error;
+  }
+  return 'no error';
+}
+
+describe('canned responses: the merchant’s and each agent’s own', () => {
+  it('an agent sees the merchant’s responses and its own, never another agent’s or another merchant’s', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const alice = await f.agent(m);
+    const bob = await f.agent(m);
+    const other = await f.agent(await f.merchant(), { level: 'admin' });
+    const shared = await createCannedResponse(deps, admin, { shortcut: 'hello', content: 'Hello!', scope: 'merchant' });
+    const mine = await createCannedResponse(deps, alice, { shortcut: 'bye', content: 'Goodbye from Alice' });
+    await createCannedResponse(deps, bob, { shortcut: 'bye', content: 'Goodbye from Bob' });
+    await createCannedResponse(deps, other, { shortcut: 'hello', content: 'Another shop', scope: 'merchant' });
+
+    expect(shared).toMatchObject({ scope: 'merchant', agentId: null, shortcut: 'hello', content: 'Hello!' });
+    expect(mine).toMatchObject({ scope: 'personal', agentId: alice.agentId });
+    expect(await listCannedResponses(deps, alice)).toEqual([mine, shared]);
+    expect(await listCannedResponses(deps, alice, { scope: 'merchant' })).toEqual([shared]);
+    expect(await listCannedResponses(deps, alice, { scope: 'personal' })).toEqual([mine]);
+  });
+
+  it('search matches the start of a shortcut (a leading / ignored) or any part of the content; % and _ are literal', async () => {
+    const m = await f.merchant();
+    const alice = await f.agent(m);
+    const hello = await createCannedResponse(deps, alice, { shortcut: 'hello', content: 'Hi there' });
+    const ship = await createCannedResponse(deps, alice, { shortcut: 'ship', content: 'It ships in 100% of cases' });
+    const shortcuts = async (search: string) =>
+      (await listCannedResponses(deps, alice, { search })).map((c) => c.shortcut);
+    expect(await shortcuts('/hel')).toEqual(['hello']);
+    expect(await shortcuts('HEL')).toEqual(['hello']);
+    expect(await shortcuts('llo')).toEqual([]); // not the start of a shortcut, not in a content
+    expect(await shortcuts('THERE')).toEqual(['hello']);
+    expect(await shortcuts('100%')).toEqual(['ship']);
+    expect(await shortcuts('%')).toEqual(['ship']);
+    expect(await shortcuts('_')).toEqual([]);
+    expect((await listCannedResponses(deps, alice, { search: '' })).map((c) => c.id)).toEqual([hello.id, ship.id]);
+  });
+
+  it('only administrators create, change or delete the merchant’s responses (FORBIDDEN); an agent manages its own', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const alice = await f.agent(m);
+    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'x', content: 'x', scope: 'merchant' }))).toBe(
+      "FORBIDDEN: Only administrators manage the merchant's canned responses",
+    );
+    const shared = await createCannedResponse(deps, admin, { shortcut: 'hi', content: 'Hi', scope: 'merchant' });
+    expect(await codeOf(updateCannedResponse(deps, alice, { id: shared.id, content: 'Changed' }))).toMatch(
+      /^FORBIDDEN/,
+    );
+    expect(await codeOf(deleteCannedResponse(deps, alice, { id: shared.id }))).toMatch(/^FORBIDDEN/);
+    const changed = await updateCannedResponse(deps, admin, { id: shared.id, content: 'Hi again' });
+    expect(changed).toMatchObject({ id: shared.id, shortcut: 'hi', content: 'Hi again', scope: 'merchant' });
+
+    const own = await createCannedResponse(deps, alice, { shortcut: 'mine', content: 'Mine' });
+    expect(await updateCannedResponse(deps, alice, { id: own.id, shortcut: 'mine2' })).toMatchObject({
+      shortcut: 'mine2',
+      content: 'Mine',
+    });
+    // Another agent's personal response does not exist for an administrator either.
+    expect(await codeOf(deleteCannedResponse(deps, admin, { id: own.id }))).toBe('NOT_FOUND: No such canned response');
+    expect(await deleteCannedResponse(deps, alice, { id: own.id })).toMatchObject({ id: own.id, shortcut: 'mine2' });
+    expect(await listCannedResponses(deps, alice)).toEqual([changed]);
+  });
+
+  it('a shortcut is unique within its owner, case-insensitively; the same shortcut in two owners is fine', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const alice = await f.agent(m);
+    await createCannedResponse(deps, alice, { shortcut: 'Thanks', content: 'a' });
+    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'thanks', content: 'b' }))).toBe(
+      'BAD_USER_INPUT: shortcut /thanks is already used',
+    );
+    await createCannedResponse(deps, admin, { shortcut: 'thanks', content: 'c', scope: 'merchant' });
+    const other = await createCannedResponse(deps, alice, { shortcut: 'other', content: 'd' });
+    expect(await codeOf(updateCannedResponse(deps, alice, { id: other.id, shortcut: 'THANKS' }))).toBe(
+      'BAD_USER_INPUT: shortcut /THANKS is already used',
+    );
+  });
+
+  it('sizes are capped with clear errors: content, shortcut form, and the number an agent keeps', async () => {
+    const m = await f.merchant();
+    const alice = await f.agent(m);
+    expect(
+      await codeOf(
+        createCannedResponse(deps, alice, { shortcut: 'long', content: 'x'.repeat(MAX_CANNED_CONTENT + 1) }),
+      ),
+    ).toBe(`BAD_USER_INPUT: content must be at most ${MAX_CANNED_CONTENT} characters`);
+    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'two words', content: 'x' }))).toBe(
+      'BAD_USER_INPUT: shortcut must be 1-32 letters, digits, _ or - (no spaces)',
+    );
+    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'x', content: '   ' }))).toBe(
+      'BAD_USER_INPUT: content is required',
+    );
+    // Fill the budget directly, then the next one is refused.
+    await deps.db.insert(cannedResponses).values(
+      Array.from({ length: MAX_PERSONAL_CANNED }, (_, i) => ({
+        id: newId('canned'),
+        merchantId: m.merchantId,
+        agentId: alice.agentId,
+        shortcut: `s${i}`,
+        content: 'x',
+      })),
+    );
+    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'one-more', content: 'x' }))).toBe(
+      `LIMIT_REACHED: An agent keeps at most ${MAX_PERSONAL_CANNED} personal canned responses: delete one first`,
+    );
+  });
+
+  it('ticket agents have no online reception, so no canned responses (FORBIDDEN)', async () => {
+    const m = await f.merchant();
+    const ticket = await f.agent(m, { level: 'ticket_agent' });
+    expect(await codeOf(listCannedResponses(deps, ticket))).toMatch(/^FORBIDDEN/);
+  });
+});

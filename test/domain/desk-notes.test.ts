@@ -1,0 +1,142 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { conversations, messages } from '../../src/db/schema.js';
+import { DomainError } from '../../src/errors.js';
+import { loadConversation } from '../../src/resolvers/conversations.js';
+import { addNote, listNotes, MAX_NOTE } from '../../src/resolvers/desk/notes.js';
+import { agentChannel } from '../../src/resolvers/events.js';
+import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
+import { factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+
+/**
+ * Internal notes (docs/desk.md "Internal notes"): for the merchant's agents only. A note is not
+ * a message: it takes no seq, so the visitor's history, seq gaps and unread counts never see it.
+ */
+
+let deps: TestDeps;
+let f: ReturnType<typeof factories>;
+beforeAll(async () => {
+  deps = await testDeps();
+  f = factories(deps);
+});
+afterAll(async () => {
+  await f.cleanup();
+});
+
+async function codeOf(work: Promise<unknown>): Promise<string> {
+  try {
+    await work;
+  } catch (error) {
+    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
+    throw error;
+  }
+  return 'no error';
+}
+
+/** A merchant, an online agent and a visitor chatting with it (two messages). */
+async function chat() {
+  const m = await f.merchant();
+  const agent = await f.agent(m, { nickname: 'Alice' });
+  await f.online(agent);
+  const { visitor, conversationId } = await f.conversation(m);
+  await sendMessage(deps, visitor, { clientMsgId: 'v-1', content: 'Where is my parcel?' });
+  await sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a-1', content: 'Let me check.' });
+  return { m, agent, visitor, conversationId };
+}
+
+describe('internal notes', () => {
+  it('a note sits after the last message, takes no seq, and goes to agent channels only', async () => {
+    const { m, agent, visitor, conversationId } = await chat();
+    const colleague = await f.agent(m);
+    const before = (await deps.db.select().from(conversations).where(eq(conversations.id, conversationId)))[0];
+    const feed = recordEvents(deps, [visitor.channel, agentChannel(agent.agentId), agentChannel(colleague.agentId)]);
+    await feed.ready;
+
+    const note = await addNote(deps, colleague, { visitorId: visitor.visitorId, content: 'VIP: ships free' });
+    expect(note).toMatchObject({
+      conversationId,
+      visitorId: visitor.visitorId,
+      agentId: colleague.agentId,
+      afterSeq: before?.lastSeq,
+      content: 'VIP: ships free',
+    });
+    const created = await feed.first('note.created', agentChannel(agent.agentId));
+    expect(created.data).toEqual({
+      note: {
+        id: note.id,
+        conversation_id: conversationId,
+        visitor_id: visitor.visitorId,
+        agent_id: colleague.agentId,
+        agent_nickname: colleague.agent.nickname,
+        after_seq: note.afterSeq,
+        content: 'VIP: ships free',
+        created_at: note.createdAt,
+      },
+    });
+    await feed.first('note.created', agentChannel(colleague.agentId));
+
+    // The next message follows the last one without a hole: the note took no seq.
+    const next = await sendMessage(deps, agent, {
+      visitorId: visitor.visitorId,
+      clientMsgId: 'a-2',
+      content: 'Found it',
+    });
+    expect(next.message.seq).toBe((before?.lastSeq ?? 0) + 1);
+    await feed.first('message.created', visitor.channel);
+    feed.stop();
+    expect(feed.events.filter((e) => e.channel === visitor.channel).map((e) => e.event)).not.toContain('note.created');
+    expect(JSON.stringify(feed.events.filter((e) => e.channel === visitor.channel))).not.toContain('VIP');
+
+    const after = (await deps.db.select().from(conversations).where(eq(conversations.id, conversationId)))[0];
+    expect(after?.lastSeq).toBe(next.message.seq);
+    const rows = await deps.db.select().from(messages).where(eq(messages.conversationId, conversationId));
+    expect(rows.map((r) => r.content)).not.toContain('VIP: ships free');
+  });
+
+  it('the visitor’s history, read position and unread count are those of a conversation without the note', async () => {
+    const { agent, visitor } = await chat();
+    const historyBefore = await listMessages(deps, visitor, {});
+    const unreadBefore = (await loadConversation(deps, visitor))?.unreadCount;
+    await addNote(deps, agent, { visitorId: visitor.visitorId, content: 'internal only' });
+    const historyAfter = await listMessages(deps, visitor, {});
+    expect(historyAfter).toEqual(historyBefore);
+    expect(historyAfter.messages.map((m) => m.seq)).toEqual([1, 2, 3].slice(0, historyAfter.messages.length));
+    expect((await loadConversation(deps, visitor))?.unreadCount).toBe(unreadBefore);
+    // Filling a hole with `after` = the last seq finds nothing new.
+    const last = historyAfter.messages.at(-1)?.seq ?? 0;
+    expect((await listMessages(deps, visitor, { after: String(last) })).messages).toEqual([]);
+    expect((await markRead(deps, visitor, { seq: last })).unreadCount).toBe(0);
+  });
+
+  it('agents list the notes of a visitor in history order; another merchant’s agent cannot', async () => {
+    const { agent, visitor } = await chat();
+    const first = await addNote(deps, agent, { visitorId: visitor.visitorId, content: 'first' });
+    await sendMessage(deps, visitor, { clientMsgId: 'v-2', content: 'Thanks' });
+    const second = await addNote(deps, agent, { visitorId: visitor.visitorId, content: 'second' });
+    expect(second.afterSeq).toBe(first.afterSeq + 1);
+    expect(await listNotes(deps, agent, { visitorId: visitor.visitorId })).toEqual([first, second]);
+    const stranger = await f.agent(await f.merchant());
+    expect(await codeOf(listNotes(deps, stranger, { visitorId: visitor.visitorId }))).toBe(
+      'NOT_FOUND: No such visitor',
+    );
+    expect(await codeOf(addNote(deps, stranger, { visitorId: visitor.visitorId, content: 'x' }))).toBe(
+      'NOT_FOUND: No such visitor',
+    );
+  });
+
+  it('sizes are capped; a visitor without a conversation has nothing to note on; ticket agents are refused', async () => {
+    const { m, agent, visitor } = await chat();
+    expect(
+      await codeOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: 'x'.repeat(MAX_NOTE + 1) })),
+    ).toBe(`BAD_USER_INPUT: content must be at most ${MAX_NOTE} characters`);
+    expect(await codeOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: ' ' }))).toBe(
+      'BAD_USER_INPUT: content is required',
+    );
+    const silent = await f.visitor(m);
+    expect(await codeOf(addNote(deps, agent, { visitorId: silent.visitorId, content: 'x' }))).toBe(
+      'NOT_FOUND: This visitor has no conversation to note on yet',
+    );
+    const ticket = await f.agent(m, { level: 'ticket_agent' });
+    expect(await codeOf(addNote(deps, ticket, { visitorId: visitor.visitorId, content: 'x' }))).toMatch(/^FORBIDDEN/);
+  });
+});
