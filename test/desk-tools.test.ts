@@ -1,0 +1,246 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentSession, HttpClient, visitorToken } from './support/clients.js';
+import { startTestApp, type TestApp } from './support/test-app.js';
+import { closeAllSockets, connectSocket, eventually } from './support/ws.js';
+
+/**
+ * The desk tools over a real server (docs/desk.md "Desk tools"): canned responses, labels and
+ * internal notes through REST and GraphQL. Above all: a note never reaches the visitor — not
+ * its channel, not its history (REST and GraphQL), not its unread count — and the visitor's
+ * seq-gap handling sees no hole. The rules themselves are tested in test/domain/desk-*.test.ts.
+ */
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => {
+  await closeAllSockets();
+  await t.stop();
+});
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** A new visitor of the demo merchant, subscribed to its own channel. */
+async function subscribedVisitor() {
+  const { token, uid } = await visitorToken(t.url);
+  const client = new HttpClient(t.url);
+  const headers = bearer(token);
+  const boot = await client.json('/visitor/data/get', { headers });
+  const channel = boot.body.data.visitor.channel as string;
+  const socket = connectSocket(t.wsUrl, { authorization: `Bearer ${token}`, appkey: 'demo-appkey' });
+  await socket.acked;
+  const feed = socket.channel(channel);
+  await eventually(() => feed.cursor, 'visitor subscription');
+  return { token, uid, client, headers, channel, socket, feed };
+}
+
+/** alice online (her socket subscribed to her channel) and a visitor chatting with her. */
+async function chatWithAlice() {
+  const alice = await agentSession(t.url, 'alice');
+  const aliceSocket = connectSocket(t.wsUrl, { token: alice.token, appkey: 'demo-appkey' });
+  await aliceSocket.acked;
+  const aliceFeed = aliceSocket.channel('agent-a_alice');
+  await eventually(() => aliceFeed.cursor, 'alice subscription');
+  const v = await subscribedVisitor();
+  const assigned = await v.client.json('/visitor/chat/assign', { method: 'POST', json: {}, headers: v.headers });
+  if (assigned.body.data.state !== 'active') {
+    const claimed = await alice.client.json('/agent/chat/claim', { method: 'POST', json: { visitor_id: v.uid } });
+    expect(claimed.body.code).toBe(0);
+  }
+  const sent = await v.client.json('/visitor/message/send', {
+    method: 'POST',
+    json: { client_msg_id: 'v-1', content: 'Where is my parcel?' },
+    headers: v.headers,
+  });
+  expect(sent.body.code).toBe(0);
+  const reply = await alice.client.json('/agent/message/send', {
+    method: 'POST',
+    json: { visitor_id: v.uid, client_msg_id: 'a-1', content: 'Let me check.' },
+  });
+  expect(reply.body.code).toBe(0);
+  await v.feed.until((es) =>
+    es.some((e) => e.event === 'message.created' && e.data.message.seq === reply.body.data.seq),
+  );
+  return { alice, aliceFeed, v, lastSeq: reply.body.data.seq as number };
+}
+
+const SECRET_REST = 'REST note: refund approved, do not tell yet';
+const SECRET_GQL = 'GraphQL note: VIP customer';
+
+describe('internal notes never reach the visitor', () => {
+  it('channel, REST and GraphQL history, unread count and seq continuity are as if no note was written', async () => {
+    const { alice, aliceFeed, v, lastSeq } = await chatWithAlice();
+    const historyBefore = await v.client.json('/visitor/message/list?limit=100', { headers: v.headers });
+    const conversationBefore = await v.client.json('/visitor/chat/get', { headers: v.headers });
+
+    const rest = await alice.client.json('/agent/note/add', {
+      method: 'POST',
+      form: { visitor_id: v.uid, content: SECRET_REST },
+    });
+    expect(rest.body).toMatchObject({
+      code: 0,
+      data: { visitor_id: v.uid, agent_id: 'a_alice', after_seq: lastSeq, content: SECRET_REST },
+    });
+    const gql = await alice.client.graphql(
+      'mutation($v: ID!, $c: String!) { addNote(visitorId: $v, content: $c) { id afterSeq content agentId } }',
+      { v: v.uid, c: SECRET_GQL },
+      { token: alice.token },
+    );
+    expect(gql.body.errors).toBeUndefined();
+    expect(gql.body.data.addNote).toMatchObject({ afterSeq: lastSeq, content: SECRET_GQL, agentId: 'a_alice' });
+
+    // The agents see both notes: live on alice's channel, and listed in history order.
+    await aliceFeed.until((es) => es.filter((e) => e.event === 'note.created').length >= 2, 'two note.created');
+    const listed = await alice.client.json(`/agent/note/list?visitor_id=${v.uid}`);
+    expect(listed.body.data.list.map((n: { content: string }) => n.content)).toEqual([SECRET_REST, SECRET_GQL]);
+    const listedGql = await alice.client.graphql(
+      'query($v: ID!) { notes(visitorId: $v) { id content afterSeq } }',
+      { v: v.uid },
+      { token: alice.token },
+    );
+    expect(listedGql.body.data.notes).toEqual(
+      listed.body.data.list.map((n: { id: string; content: string; after_seq: number }) => ({
+        id: n.id,
+        content: n.content,
+        afterSeq: n.after_seq,
+      })),
+    );
+
+    // A message after the notes: the visitor receives it with the next seq, no hole to fill.
+    const next = await alice.client.json('/agent/message/send', {
+      method: 'POST',
+      json: { visitor_id: v.uid, client_msg_id: 'a-2', content: 'It ships today.' },
+    });
+    expect(next.body.data.seq).toBe(lastSeq + 1);
+    await v.feed.until((es) => es.some((e) => e.event === 'message.created' && e.data.message.seq === lastSeq + 1));
+
+    // The visitor's channel: no note event, no note text, message seqs contiguous.
+    const seen = JSON.stringify(v.feed.events);
+    expect(v.feed.names()).not.toContain('note.created');
+    expect(seen).not.toContain(SECRET_REST);
+    expect(seen).not.toContain(SECRET_GQL);
+    const seqs = v.feed.events.filter((e) => e.event === 'message.created').map((e) => e.data.message.seq);
+    expect(seqs).toEqual(seqs.map((_: number, i: number) => (seqs[0] ?? 0) + i));
+
+    // Resuming from the start of the subscription replays the same: nothing of the notes.
+    const resumed = v.socket.channel(v.channel, v.feed.cursor);
+    await resumed.until((es) => es.some((e) => e.event === 'message.created' && e.data.message.seq === lastSeq + 1));
+    expect(resumed.names()).not.toContain('note.created');
+    expect(JSON.stringify(resumed.events)).not.toContain('note');
+
+    // REST history: the messages before, plus the one after; GraphQL history the same.
+    const history = await v.client.json('/visitor/message/list?limit=100', { headers: v.headers });
+    expect(history.body.data.messages).toEqual([...historyBefore.body.data.messages, next.body.data].map(strip));
+    const gqlHistory = await v.client.graphql(
+      '{ messages(first: 100) { messages { id seq content } } }',
+      {},
+      v.headers,
+    );
+    expect(gqlHistory.body.data.messages.messages).toEqual(
+      history.body.data.messages.map((m: { id: string; seq: number; content: string }) => ({
+        id: m.id,
+        seq: m.seq,
+        content: m.content,
+      })),
+    );
+    expect(JSON.stringify(gqlHistory.body)).not.toContain('note');
+    // Filling a "hole" after the last seq finds nothing; the unread count counts messages only.
+    const after = await v.client.json(`/visitor/message/list?after=${lastSeq + 1}`, { headers: v.headers });
+    expect(after.body.data.messages).toEqual([]);
+    const conversation = await v.client.json('/visitor/chat/get', { headers: v.headers });
+    expect(conversation.body.data.unread_count).toBe(conversationBefore.body.data.unread_count + 1);
+    expect(conversation.body.data.last_seq).toBe(lastSeq + 1);
+
+    // A visitor cannot read notes at all.
+    const asVisitor = await v.client.graphql('query($v: ID!) { notes(visitorId: $v) { id } }', { v: v.uid }, v.headers);
+    expect(asVisitor.body.errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+  });
+});
+
+/** A send answer without its send-only fields: the shape of a history row. */
+const strip = ({ conversation_state: _s, duplicate: _d, ...m }: Record<string, unknown>) => m;
+
+describe('canned responses and labels through REST and GraphQL', () => {
+  it('an agent keeps its own canned responses and searches them; the merchant’s are for administrators', async () => {
+    const alice = await agentSession(t.url, 'alice');
+    const shortcut = `thx${Date.now().toString(36)}`;
+    const created = await alice.client.json('/agent/canned/create', {
+      method: 'POST',
+      form: { shortcut, content: 'Thank you for your patience!' },
+    });
+    expect(created.body).toMatchObject({
+      code: 0,
+      data: { scope: 'personal', agent_id: 'a_alice', shortcut, content: 'Thank you for your patience!' },
+    });
+    const found = await alice.client.json(`/agent/canned/list?search=${encodeURIComponent(`/${shortcut}`)}`);
+    expect(found.body.data.list).toEqual([created.body.data]);
+    const viaGql = await alice.client.graphql(
+      'query($s: String) { cannedResponses(search: $s) { id scope shortcut content } }',
+      { s: shortcut },
+      { token: alice.token },
+    );
+    expect(viaGql.body.data.cannedResponses).toEqual([
+      { id: created.body.data.id, scope: 'personal', shortcut, content: 'Thank you for your patience!' },
+    ]);
+    const refused = await alice.client.json('/agent/canned/create', {
+      method: 'POST',
+      json: { shortcut: 'shop', content: 'x', scope: 'merchant' },
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.body.code).toBe(1403);
+    const refusedGql = await alice.client.graphql(
+      'mutation { createCannedResponse(input: {shortcut: "shop", content: "x", scope: merchant}) { id } }',
+      {},
+      { token: alice.token },
+    );
+    expect(refusedGql.body.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+    const deleted = await alice.client.json('/agent/canned/delete', {
+      method: 'POST',
+      json: { id: created.body.data.id },
+    });
+    expect(deleted.body.data).toEqual(created.body.data);
+    expect((await alice.client.json(`/agent/canned/list?search=${shortcut}`)).body.data.list).toEqual([]);
+    const anonymous = await new HttpClient(t.url).json('/agent/canned/list');
+    expect(anonymous.body.code).toBe(-1);
+  });
+
+  it('labels: create, put on a conversation, filter the list by it (REST and GraphQL)', async () => {
+    const { alice, v } = await chatWithAlice();
+    const name = `vip-${Date.now().toString(36)}`;
+    const label = await alice.client.json('/agent/label/create', { method: 'POST', form: { name, color: '#2563eb' } });
+    expect(label.body).toMatchObject({ code: 0, data: { name, color: '#2563eb' } });
+    const added = await alice.client.json('/agent/label/add', {
+      method: 'POST',
+      form: { visitor_id: v.uid, label_id: label.body.data.id },
+    });
+    expect(added.body.data).toMatchObject({ visitor_id: v.uid, labels: [label.body.data] });
+    expect((await alice.client.json(`/agent/label/get?visitor_id=${v.uid}`)).body.data).toEqual(added.body.data);
+
+    const filtered = await alice.client.json(`/agent/chat/list?scope=mine&label_id=${label.body.data.id}`);
+    expect(filtered.body.data.list.map((c: { visitor_id: string }) => c.visitor_id)).toEqual([v.uid]);
+    const gql = await alice.client.graphql(
+      'query($l: String) { conversations(scope: mine, labelId: $l) { nodes { visitorId labels { id name color } } } }',
+      { l: label.body.data.id },
+      { token: alice.token },
+    );
+    expect(gql.body.data.conversations.nodes).toEqual([
+      { visitorId: v.uid, labels: [{ id: label.body.data.id, name, color: '#2563eb' }] },
+    ]);
+
+    const removed = await alice.client.graphql(
+      'mutation($v: ID!, $l: ID!) { unlabelConversation(visitorId: $v, labelId: $l) { visitorId labels { id } } }',
+      { v: v.uid, l: label.body.data.id },
+      { token: alice.token },
+    );
+    expect(removed.body.data.unlabelConversation).toEqual({ visitorId: v.uid, labels: [] });
+    const none = await alice.client.json(`/agent/chat/list?scope=mine&label_id=${label.body.data.id}`);
+    expect(none.body.data.list).toEqual([]);
+    // Deleting a label is for administrators.
+    const refused = await alice.client.json('/agent/label/delete', {
+      method: 'POST',
+      json: { id: label.body.data.id },
+    });
+    expect(refused.body.code).toBe(1403);
+  });
+});
