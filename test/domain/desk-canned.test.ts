@@ -1,5 +1,6 @@
+import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cannedResponses } from '../../src/db/schema.js';
+import { auditLog, cannedResponses } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import {
@@ -75,7 +76,7 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
     const admin = await f.agent(m, { level: 'admin' });
     const alice = await f.agent(m);
     expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'x', content: 'x', scope: 'merchant' }))).toBe(
-      "FORBIDDEN: Only administrators manage the merchant's canned responses",
+      'FORBIDDEN: Only an admin of the merchant may do this',
     );
     const shared = await createCannedResponse(deps, admin, { shortcut: 'hi', content: 'Hi', scope: 'merchant' });
     expect(await codeOf(updateCannedResponse(deps, alice, { id: shared.id, content: 'Changed' }))).toMatch(
@@ -144,5 +145,33 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
     const m = await f.merchant();
     const ticket = await f.agent(m, { level: 'ticket_agent' });
     expect(await codeOf(listCannedResponses(deps, ticket))).toMatch(/^FORBIDDEN/);
+  });
+
+  it('changes to the merchant’s responses are audited with before → after; an agent’s own are not', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const alice = await f.agent(m);
+    const shared = await createCannedResponse(deps, admin, { shortcut: 'hi', content: 'Hi', scope: 'merchant' });
+    await updateCannedResponse(deps, admin, { id: shared.id, content: 'Hello' });
+    await deleteCannedResponse(deps, admin, { id: shared.id });
+    const own = await createCannedResponse(deps, alice, { shortcut: 'mine', content: 'Mine' });
+    await deleteCannedResponse(deps, alice, { id: own.id });
+    await codeOf(createCannedResponse(deps, alice, { shortcut: 'no', content: 'no', scope: 'merchant' }));
+    const rows = await deps.db
+      .select()
+      .from(auditLog)
+      .where(eq(auditLog.merchantId, m.merchantId))
+      .orderBy(asc(auditLog.id));
+    expect(rows.map((r) => [r.action, r.actorId, r.targetId, r.before, r.after])).toEqual([
+      ['canned_response.created', admin.agentId, shared.id, null, { shortcut: 'hi', content: 'Hi' }],
+      [
+        'canned_response.updated',
+        admin.agentId,
+        shared.id,
+        { shortcut: 'hi', content: 'Hi' },
+        { shortcut: 'hi', content: 'Hello' },
+      ],
+      ['canned_response.deleted', admin.agentId, shared.id, { shortcut: 'hi', content: 'Hello' }, null],
+    ]);
   });
 });

@@ -1,5 +1,6 @@
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { labels } from '../../src/db/schema.js';
+import { auditLog, labels } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import { listConversations } from '../../src/resolvers/conversations.js';
@@ -86,6 +87,10 @@ describe('labels of a merchant', () => {
     ]);
     expect(await codeOf(deleteLabel(deps, alice, { id: vip.id }))).toMatch(/^FORBIDDEN/);
     expect(await deleteLabel(deps, admin, { id: vip.id })).toEqual(vip);
+    const audit = await deps.db.select().from(auditLog).where(eq(auditLog.merchantId, m.merchantId));
+    expect(audit.map((r) => [r.action, r.actorId, r.targetId, r.before, r.after])).toEqual([
+      ['label.deleted', admin.agentId, vip.id, { name: 'VIP', color: vip.color }, null],
+    ]);
     expect((await labelsOfConversations(deps, m.merchantId, [conversationId])).get(conversationId)).toEqual([]);
   });
 

@@ -6,7 +6,8 @@ import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { parseInput, required, text } from '../inputs.js';
 import type { Tx } from '../outbox.js';
-import { type AgentViewer, requireOnlineReception } from '../viewer.js';
+import { type AgentViewer, requireAdmin, requireOnlineReception } from '../viewer.js';
+import { auditedAgent, recordAudit } from './audit.js';
 import { isUniqueViolation, likeLiteral } from './constraints.js';
 
 /**
@@ -72,8 +73,32 @@ export const toCannedView = (r: CannedResponse): CannedResponseView => ({
 
 /** The merchant's responses are its administrators' to change. */
 function requireMayManage(viewer: AgentViewer, scope: CannedScope) {
-  if (scope === 'merchant' && viewer.level !== 'admin')
-    throw new DomainError('FORBIDDEN', "Only administrators manage the merchant's canned responses");
+  if (scope === 'merchant') requireAdmin(viewer);
+}
+
+/** What the audit log keeps of a response. */
+const audited = (r: CannedResponse) => ({ shortcut: r.shortcut, content: r.content });
+
+/**
+ * A change to the merchant's responses is a privileged action: recorded in the same
+ * transaction (src/resolvers/desk/audit.ts). An agent's own responses are not audited.
+ */
+async function auditMerchantResponse(
+  tx: Tx,
+  viewer: AgentViewer,
+  what: 'created' | 'updated' | 'deleted',
+  before: CannedResponse | null,
+  after: CannedResponse | null,
+) {
+  const row = after ?? before;
+  if (!row || row.agentId !== null) return;
+  await recordAudit(tx, {
+    ...auditedAgent(viewer),
+    action: `canned_response.${what}`,
+    target: { type: 'canned_response', id: row.id },
+    before: before && audited(before),
+    after: after && audited(after),
+  });
 }
 
 const ownerIs = (viewer: AgentViewer, scope: CannedScope) =>
@@ -169,6 +194,7 @@ export async function createCannedResponse(
         })
         .returning();
       if (!row) throw new Error('canned response insert returned nothing');
+      await auditMerchantResponse(tx, viewer, 'created', null, row);
       return toCannedView(row);
     }),
   );
@@ -216,6 +242,7 @@ export async function updateCannedResponse(
         .where(eq(cannedResponses.id, row.id))
         .returning();
       if (!updated) throw new DomainError('NOT_FOUND', 'No such canned response');
+      await auditMerchantResponse(tx, viewer, 'updated', row, updated);
       return toCannedView(updated);
     }),
   );
@@ -232,6 +259,7 @@ export async function deleteCannedResponse(
   return deps.db.transaction(async (tx) => {
     const row = await ownedResponse(tx, viewer, i.id);
     await tx.delete(cannedResponses).where(eq(cannedResponses.id, row.id));
+    await auditMerchantResponse(tx, viewer, 'deleted', row, null);
     return toCannedView(row);
   });
 }

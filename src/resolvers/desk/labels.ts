@@ -6,7 +6,8 @@ import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
 import { displayName, parseInput, required } from '../inputs.js';
-import { type AgentViewer, requireOnlineReception } from '../viewer.js';
+import { type AgentViewer, requireAdmin, requireOnlineReception } from '../viewer.js';
+import { auditedAgent, recordAudit } from './audit.js';
 import { isUniqueViolation } from './constraints.js';
 
 /**
@@ -106,7 +107,7 @@ export async function createLabel(deps: Deps, viewer: AgentViewer, input: Create
 
 /** Deletes a label of the merchant and takes it off every conversation (administrators only). */
 export async function deleteLabel(deps: Deps, viewer: AgentViewer, input: DeleteLabelInput): Promise<LabelView> {
-  if (viewer.level !== 'admin') throw new DomainError('FORBIDDEN', "Only administrators delete the merchant's labels");
+  requireAdmin(viewer);
   const i = parseInput(deleteLabelInput, input);
   return deps.db.transaction(async (tx) => {
     const [row] = await tx
@@ -114,6 +115,14 @@ export async function deleteLabel(deps: Deps, viewer: AgentViewer, input: Delete
       .where(and(eq(labels.id, i.id), eq(labels.merchantId, viewer.merchantId)))
       .returning();
     if (!row) throw new DomainError('NOT_FOUND', 'No such label');
+    // Deleting one takes it off every conversation: a privileged action, recorded with the change.
+    await recordAudit(tx, {
+      ...auditedAgent(viewer),
+      action: 'label.deleted',
+      target: { type: 'label', id: row.id },
+      before: { name: row.name, color: row.color },
+      after: null,
+    });
     return toLabelView(row);
   });
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentSession, HttpClient, visitorToken } from './support/clients.js';
-import { startTestApp, type TestApp } from './support/test-app.js';
-import { closeAllSockets, connectSocket, eventually } from './support/ws.js';
+import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { closeAllSockets, connectSocket, eventually } from '../support/ws.js';
 
 /**
  * The desk tools over a real server (docs/desk.md "Desk tools"): canned responses, labels and
