@@ -34,6 +34,34 @@ import { type AnyRoute, rawRoute } from './route.js';
  * Bodies are streamed: no body parser runs on these paths.
  */
 const uploadAnswer = z.object({ code: z.literal(0), msg: z.string(), data: attachmentWire }).strict();
+const kindField = z
+  .enum(['image', 'file', 'video', 'voice'])
+  .optional()
+  .openapi({ description: 'The attachment kind; derived from the bytes when absent.' });
+/** The multipart body and query the upload handler reads as it streams (no body parser). */
+const uploadRequest = {
+  query: z.object({ kind: kindField }),
+  body: {
+    contentType: 'multipart/form-data',
+    schema: z.object({
+      kind: kindField,
+      file: z.string().openapi({ type: 'string', format: 'binary', description: 'The file (one part named `file`).' }),
+    }),
+  },
+};
+/** The signature of a download URL and the byte range the download handler reads. */
+const downloadRequest = {
+  query: z.object({
+    expires: z.string().optional().openapi({ description: 'Unix seconds; from the signed `url`.' }),
+    sig: z.string().optional().openapi({ description: 'The URL signature; from the signed `url`.' }),
+  }),
+  headers: z.object({
+    range: z
+      .string()
+      .optional()
+      .openapi({ description: 'One byte range, `bytes=<start>-<end>` (answered 206, or 416).' }),
+  }),
+};
 const upload = (identity: 'visitor' | 'agent', path: string) =>
   rawRoute({
     method: 'post',
@@ -44,10 +72,12 @@ const upload = (identity: 'visitor' | 'agent', path: string) =>
     description:
       '`multipart/form-data` with the file in field `file` and an optional `kind` (`image`, `file`, `video`, `voice`; a field before the file or a query parameter), else derived from the bytes. Enforced from the merchant’s own switches and limits (the bootstrap’s), refused as soon as the limit is passed; the type is decided from the bytes. Then send a message with its `attachment_id`.',
     encodings: ['multipart'],
+    documented: uploadRequest,
     raw: { contentType: 'application/json', description: 'The stored attachment (envelope).', schema: uploadAnswer },
     errors: {
       400: 'Not multipart, no field `file`, an unknown kind, or a type not accepted (1000).',
       403: 'The kind’s switch is off (1403), or a ticket agent.',
+      413: 'The file passed the merchant’s limit for its kind (1413), refused as soon as it is passed: the bootstrap’s `upload_limits` (by default 20 MiB for an image, a file or a voice message, 100 MiB for a video).',
     },
     onError: ({ deps, req, res }, error) => refuseUpload(deps, req, res, error),
     handle: ({ deps, req, res, viewer }) =>
@@ -65,6 +95,7 @@ const download = (variant: AttachmentVariant, path: string) =>
     summary: variant === 'file' ? 'Download an attachment' : 'An image attachment’s thumbnail',
     description:
       'With the signed `expires` and `sig` of its `url` (no header needed, so `<img>` works), or the visitor bearer of its conversation, or an agent Session of its merchant; anyone else gets 404. Sent with `X-Content-Type-Options: nosniff` and as a download unless a plain image, audio or video; byte ranges (206, 416).',
+    documented: downloadRequest,
     raw: { contentType: 'application/octet-stream', description: 'The bytes (the stored type).', statuses: [200, 206] },
     errors: { 404: 'No such attachment for this caller (1404).', 416: 'The range lies outside the file.' },
     handle: ({ deps, req, res, viewer }) => serveAttachment(deps, deps.storage, req, res, variant, async () => viewer),

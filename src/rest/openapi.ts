@@ -81,8 +81,34 @@ function errorResponses(route: AnyRoute): Record<string, string> {
   return errors;
 }
 
-/** The request part of an operation: its query (GET) or body (POST) schema. */
+/** An express path in OpenAPI's form: `/attachments/:id` → `/attachments/{id}`. */
+export const openApiPath = (path: string) => path.replace(/:(\w+)/g, '{$1}');
+
+/** The path parameters of an express path, every one a required string. */
+function pathParams(path: string): z.AnyZodObject | undefined {
+  const names = [...path.matchAll(/:(\w+)/g)].map((m) => m[1] as string);
+  return names.length ? z.object(Object.fromEntries(names.map((n) => [n, z.string()]))) : undefined;
+}
+
+/** The request part of an operation: its path parameters, query (GET) or body (POST) schema. */
 function requestOf(route: AnyRoute): RouteConfig['request'] {
+  const params = pathParams(route.path);
+  const read = isRaw(route) ? route.documented : undefined;
+  const declared = declaredRequestOf(route);
+  const request = {
+    ...(params ? { params } : {}),
+    ...(read?.query ? { query: read.query } : {}),
+    ...(read?.headers ? { headers: read.headers } : {}),
+    ...(read?.body
+      ? { body: { required: true, content: { [read.body.contentType]: { schema: read.body.schema } } } }
+      : {}),
+    ...declared,
+  };
+  return Object.keys(request).length ? request : undefined;
+}
+
+/** The request part a declaration's `input` gives: its query (GET) or body (POST) schema. */
+function declaredRequestOf(route: AnyRoute): RouteConfig['request'] {
   if (!route.input) return undefined;
   if (route.method === 'get') return { query: unwrapObject(route.input) };
   const example = route.requestExample === undefined ? {} : { example: route.requestExample };
@@ -108,6 +134,7 @@ export function operationOf(route: AnyRoute): RouteConfig {
       { description, content: json((isRaw(route) && route.errorSchema) || errorEnvelope) },
     ]),
   );
+  const request = requestOf(route);
   let success: Record<string, ResponseConfig>;
   if (isRaw(route)) {
     const { contentType, description, schema, statuses = [200] } = route.raw;
@@ -135,12 +162,12 @@ export function operationOf(route: AnyRoute): RouteConfig {
   }
   return {
     method: route.method,
-    path: route.path,
+    path: openApiPath(route.path),
     tags: [route.tag],
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     ...(securityOf[route.identity] ? { security: securityOf[route.identity] } : {}),
-    ...(route.input ? { request: requestOf(route) } : {}),
+    ...(request ? { request } : {}),
     responses: { ...success, ...errors },
   };
 }

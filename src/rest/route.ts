@@ -95,6 +95,12 @@ export interface RawRoute<I extends Identity, S extends z.ZodTypeAny | undefined
   requestExample?: S extends z.ZodTypeAny ? z.input<S> : never;
   /** The shape of those refusals, for the OpenAPI document (default: the error envelope). */
   errorSchema?: z.ZodTypeAny;
+  /** Request parts the handler reads by itself, for the OpenAPI document only. */
+  documented?: {
+    query?: z.AnyZodObject;
+    headers?: z.AnyZodObject;
+    body?: { contentType: string; schema: z.ZodTypeAny };
+  };
   /** Answers a refusal in the endpoint's own way (default: the envelope). */
   onError?: (ctx: { deps: Deps; req: Request; res: Response }, error: DomainError) => void;
   handle(ctx: RouteContext<I, S extends z.ZodTypeAny ? z.output<S> : undefined>): Promise<void>;

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ZodTypeAny } from 'zod';
 import { pageRoutes } from '../../src/pages/routes.js';
 import { endpoints } from '../../src/rest/endpoints.js';
-import { buildOpenApiDocument, operationOf } from '../../src/rest/openapi.js';
+import { buildOpenApiDocument, openApiPath, operationOf } from '../../src/rest/openapi.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -20,7 +20,7 @@ function servedRoutes(stack: Layer[], prefix = '', out = new Set<string>()) {
     if (layer.route) {
       // `_all`: the 405 answer of a declared path called with another method.
       for (const method of Object.keys(layer.route.methods).filter((m) => m !== '_all'))
-        out.add(`${method.toUpperCase()} ${prefix}${layer.route.path}`);
+        out.add(`${method.toUpperCase()} ${openApiPath(prefix + layer.route.path)}`);
     } else if (layer.handle?.stack) {
       const mount = typeof layer.rawPath === 'string' && layer.rawPath !== '/' ? layer.rawPath : '';
       servedRoutes(layer.handle.stack, prefix + mount, out);
@@ -73,6 +73,37 @@ describe('the OpenAPI document matches the routes the server serves', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc).toEqual(JSON.parse(JSON.stringify(buildOpenApiDocument(endpoints))));
     for (const route of restRoutes) expect(doc.paths[route.path][route.method]).toBeDefined();
+  });
+
+  it('attachment paths use `{id}` with their signature query and Range header; uploads describe their multipart body and size limits', () => {
+    const doc = buildOpenApiDocument(endpoints) as unknown as {
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            parameters?: { name: string; in: string; required?: boolean }[];
+            requestBody?: { content: Record<string, { schema: { properties: Record<string, { format?: string }> } }> };
+            responses: Record<string, { description: string }>;
+          }
+        >
+      >;
+    };
+    expect(Object.keys(doc.paths).filter((p) => p.includes(':'))).toEqual([]);
+    for (const path of ['/attachments/{id}', '/attachments/{id}/thumbnail']) {
+      const parameters = doc.paths[path]?.get?.parameters?.map((p) => `${p.in}:${p.name}:${p.required ?? false}`);
+      expect(parameters?.sort(), path).toEqual([
+        'header:range:false',
+        'path:id:true',
+        'query:expires:false',
+        'query:sig:false',
+      ]);
+    }
+    for (const path of ['/visitor/upload', '/agent/upload']) {
+      const upload = doc.paths[path]?.post;
+      expect(upload?.requestBody?.content['multipart/form-data']?.schema.properties.file?.format, path).toBe('binary');
+      expect(upload?.responses['413']?.description, path).toMatch(/20 MiB.*100 MiB for a video/);
+    }
   });
 
   it('the reference page is not served outside development', async () => {
