@@ -18,6 +18,7 @@ import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
 import { startAttachmentCleanup } from './resolvers/attachments.js';
+import { createHoursScheduler } from './resolvers/availability/hours-events.js';
 import { createChatService } from './resolvers/chat-service.js';
 import { loadDemoDataIfEmpty } from './resolvers/demo.js';
 import { isStreamingUpload } from './rest/attachments.js';
@@ -109,6 +110,8 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   const fanout = createFanout(deps);
   const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections, fanout);
   const pusher = createPusherServer(deps, sessions, connections, fanout);
+  // Business hours' open/close events at each boundary, to the visitors subscribed here too.
+  const hours = createHoursScheduler(deps, { localVisitorChannels: () => fanout.visitorChannels() });
   countSockets(subscriptions.wss, deps.metrics);
   countSockets(pusher.wss, deps.metrics);
   server.on('upgrade', (req, socket, head) => {
@@ -137,6 +140,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
         server.listen(config.port, config.host, () => resolve());
       });
       chat.start();
+      hours.start();
       deps.realtime.start();
       attachmentCleanup = startAttachmentCleanup(deps, storage);
       const { port } = server.address() as AddressInfo;
@@ -153,6 +157,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
         await closed;
         clearTimeout(timer);
         await chat.stop();
+        await hours.stop();
         await attachmentCleanup?.stop();
         await deps.close();
       })();

@@ -21,6 +21,17 @@ export type FeatureSwitches = Partial<
   >
 >;
 
+/**
+ * A business-hours calendar (src/resolvers/availability/business-hours.ts): local times in
+ * minutes of the day, ISO weekdays (1 Monday … 7 Sunday), ISO dates.
+ */
+export interface BusinessHoursCalendar {
+  timezone: string;
+  weekly: { day: number; start: number; end: number }[];
+  holidays: string[];
+  exceptions: { date: string; start: number; end: number }[];
+}
+
 export interface WorkbenchExtensions {
   nav: unknown[];
   chat_actions: unknown[];
@@ -62,6 +73,8 @@ export const merchants = pgTable('merchants', {
   idleCloseMinutes: integer('idle_close_minutes').notNull().default(30),
   /** Bytes of attachments the merchant may keep. */
   storageQuotaBytes: bigint('storage_quota_bytes', { mode: 'number' }).notNull().default(10737418240),
+  /** The merchant's business hours; null: always open. A group may have its own. */
+  businessHours: jsonb('business_hours').$type<BusinessHoursCalendar>(),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 
@@ -75,6 +88,8 @@ export const agentGroups = pgTable(
     name: text('name').notNull(),
     isDefault: boolean('is_default').notNull().default(false),
     position: integer('position').notNull().default(0),
+    /** The group's own business hours; null: the merchant's. */
+    businessHours: jsonb('business_hours').$type<BusinessHoursCalendar>(),
   },
   (t) => [
     uniqueIndex('agent_groups_merchant_name').on(t.merchantId, t.name),

@@ -346,6 +346,25 @@ export const eventCatalog = {
     payload: z.object({ note: noteWire }).strict(),
     toWire: (d: { note: NoteView }) => ({ note: toNoteWire(d.note) }),
   }),
+  'business_hours.changed': declare({
+    audiences: ['global', 'agent', 'visitor'],
+    description:
+      'The merchant (`group_id` null) or a group opened or closed by its business hours, within a second of the boundary, or at once when an admin’s change flips it; `next_open_at` in Unix seconds.',
+    payload: z
+      .object({
+        group_id: z.string().nullable(),
+        open: z.boolean(),
+        next_open_at: z.number().int().nullable(),
+        timezone: z.string(),
+      })
+      .strict(),
+    toWire: (d: { groupId: string | null; open: boolean; nextOpenAt: number | null; timezone: string }) => ({
+      group_id: d.groupId,
+      open: d.open,
+      next_open_at: d.nextOpenAt,
+      timezone: d.timezone,
+    }),
+  }),
   'merchant.config_changed': declare({
     audiences: ['internal'],
     description:

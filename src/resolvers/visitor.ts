@@ -5,6 +5,7 @@ import { visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
+import { type BusinessHoursView, businessHoursAt } from './availability/business-hours.js';
 import { findMerchantByAppkey, merchantConfig, type UploadLimits, uploadLimitsOf } from './merchant.js';
 import { announceVisitorTokenRevoked } from './merchant-config.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
@@ -45,6 +46,8 @@ export interface VisitorBootstrap {
     verified: boolean;
     paid: number;
   };
+  /** Whether the merchant is open now by its business hours (always open without a calendar). */
+  businessHours: BusinessHoursView;
 }
 
 /**
@@ -116,6 +119,8 @@ export async function loadVisitorBootstrap(
       verified: merchant.verified,
       paid: merchant.paid,
     },
+    // Computed at every bootstrap from the calendar, never a cached flag.
+    businessHours: businessHoursAt(merchant.businessHours, deps.now()),
   };
 }
 

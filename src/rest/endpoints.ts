@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { agentEndpoints } from './agent.js';
 import { attachmentEndpoints } from './attachments.js';
+import { availabilityEndpoints } from './availability.js';
 import { chatEndpoints } from './chat.js';
 import { deskEndpoints } from './desk.js';
 import { operationsEndpoints } from './health.js';
@@ -19,6 +20,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...visitorEndpoints,
   ...chatEndpoints,
   ...deskEndpoints,
+  ...availabilityEndpoints,
   ...attachmentEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,

@@ -57,6 +57,18 @@ export const visitorBootstrapData = z
         session_invite_resolved: switchValue,
         verified: z.boolean(),
         paid: z.number().openapi({ description: 'Paid order id; 0 when none.' }),
+        business_hours: z
+          .object({
+            open: z.boolean().openapi({ description: 'Open now by the business hours (true without a calendar).' }),
+            next_open_at: z
+              .number()
+              .int()
+              .nullable()
+              .openapi({ description: 'Unix seconds of the next opening; null when open or not opening within a year.' }),
+            timezone: z.string().openapi({ description: 'IANA time zone of the calendar (UTC without one).' }),
+          })
+          .strict()
+          .openapi({ description: 'The merchant’s business hours, evaluated now (docs/availability.md).' }),
       })
       .strict(),
   })
@@ -69,6 +81,7 @@ export const visitorBootstrapData = z
 export function legacyVisitorBootstrap({
   visitor,
   setting: s,
+  businessHours: hours,
 }: VisitorBootstrap): z.input<typeof visitorBootstrapData> {
   return {
     visitor: {
@@ -104,6 +117,7 @@ export function legacyVisitorBootstrap({
       session_invite_resolved: s.sessionInviteResolved,
       verified: s.verified,
       paid: s.paid,
+      business_hours: { open: hours.open, next_open_at: hours.nextOpenAt, timezone: hours.timezone },
     },
   };
 }

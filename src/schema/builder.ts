@@ -33,6 +33,7 @@ export const builder = new SchemaBuilder<{
   Scalars: {
     JSON: { Input: unknown; Output: unknown };
     AttributeValue: { Input: string | number | boolean; Output: string | number | boolean };
+    Weekday: { Input: string | number; Output: number };
   };
 }>({ defaultFieldNullability: false });
 

@@ -7,6 +7,7 @@ import './chat.js';
 import './desk/canned.js';
 import './desk/labels.js';
 import './desk/notes.js';
+import './availability.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });

@@ -6,6 +6,7 @@ import {
   revokeVisitorToken,
   type VisitorBootstrap,
 } from '../resolvers/visitor.js';
+import { BusinessHours } from './availability.js';
 import { builder } from './builder.js';
 
 type Setting = VisitorBootstrap['setting'];
@@ -106,6 +107,11 @@ const VisitorBootstrapType = builder.objectRef<VisitorBootstrap>('VisitorBootstr
       type: VisitorSetting,
       resolve: (b) => b.setting,
       description: 'Connection settings, switches and limits.',
+    }),
+    businessHours: t.field({
+      type: BusinessHours,
+      resolve: (b) => b.businessHours,
+      description: 'Whether the merchant is open now and when it opens next (legacy `setting.business_hours`).',
     }),
   }),
 });

@@ -164,6 +164,8 @@ export interface Fanout {
   sessionEnded(to: FanoutSocket, event: ChannelEvent): void;
   /** The format of `key` shared by every subscription asking it (made once while any uses it). */
   format(key: string, make: () => FrameFormat): FrameFormat;
+  /** The visitor channels subscribed on this instance, with their merchant (business-hours events). */
+  visitorChannels(): Iterable<{ channel: string; merchantId: string }>;
 }
 
 export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanout {
@@ -310,6 +312,12 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
   }
 
   return {
+    *visitorChannels() {
+      for (const [channel, feed] of feeds) {
+        const viewer = feed.subscriptions.values().next().value?.viewer;
+        if (viewer?.kind === 'visitor') yield { channel, merchantId: viewer.merchantId };
+      }
+    },
     subscribe({ since, viewer, ...spec }) {
       const sub: ChannelSubscription = {
         ...spec,

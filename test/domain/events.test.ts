@@ -155,6 +155,10 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
       },
     },
   ],
+  'business_hours.changed': [
+    { groupId: null, open: false, nextOpenAt: 1800000000, timezone: 'Europe/Paris' },
+    { group_id: null, open: false, next_open_at: 1800000000, timezone: 'Europe/Paris' },
+  ],
   'merchant.config_changed': [{ merchantId: 'mc1' }, { merchant_id: 'mc1' }],
   'visitor_token.revoked': [{ tokenHash: 'h1' }, { token_hash: 'h1' }],
   subscribed: [{}, {}],

@@ -1,0 +1,127 @@
+import { Kind } from 'graphql';
+import type { BusinessHoursView } from '../resolvers/availability/business-hours.js';
+import {
+  type BusinessHoursSettings,
+  loadBusinessHours,
+  updateBusinessHours,
+} from '../resolvers/availability/calendars.js';
+import { builder } from './builder.js';
+
+/** Business hours, messages left and routing (docs/availability.md). */
+
+export const BusinessHours = builder.objectRef<BusinessHoursView>('BusinessHours').implement({
+  description: 'Business hours evaluated now from the calendar (never a cached flag).',
+  fields: (t) => ({
+    open: t.exposeBoolean('open', { description: 'Open now (always true when no calendar is set).' }),
+    nextOpenAt: t.exposeInt('nextOpenAt', {
+      nullable: true,
+      description: 'Unix seconds of the next opening; null when open now or not opening within a year.',
+    }),
+    timezone: t.exposeString('timezone', { description: 'IANA time zone of the calendar (`UTC` without one).' }),
+  }),
+});
+
+/** A weekday as a number or a name; checked by the domain's input schema. */
+function weekdayValue(value: unknown): string | number {
+  if (typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value))) return value;
+  throw new TypeError('a weekday is 1 (Monday) … 7 (Sunday) or a name such as MONDAY');
+}
+
+builder.scalarType('Weekday', {
+  description:
+    'A day of the week: an ISO number 1 (Monday) … 7 (Sunday), 0 also meaning Sunday, or a name (`MONDAY`, `mon`, as a string or an enum-like literal). Answers give the ISO number.',
+  serialize: (value) => Number(value),
+  parseValue: weekdayValue,
+  parseLiteral: (node) => {
+    if (node.kind === Kind.INT) return Number(node.value);
+    if (node.kind === Kind.STRING || node.kind === Kind.ENUM) return node.value;
+    throw new TypeError('a weekday is an Int or a name');
+  },
+});
+
+const Interval = builder.objectRef<BusinessHoursSettings['weekly'][number]>('BusinessHoursInterval').implement({
+  description: 'Open on a weekday from `start` (inclusive) to `end` (exclusive), local times; `end` before `start` runs overnight.',
+  fields: (t) => ({
+    day: t.expose('day', { type: 'Weekday', description: 'ISO weekday: 1 Monday … 7 Sunday.' }),
+    start: t.exposeString('start', { description: 'Local time HH:MM.' }),
+    end: t.exposeString('end', { description: 'Local time HH:MM (24:00: midnight).' }),
+  }),
+});
+
+const Exception = builder.objectRef<BusinessHoursSettings['exceptions'][number]>('BusinessHoursException').implement({
+  description: 'Open on a date from `start` to `end`, replacing that date’s weekly intervals.',
+  fields: (t) => ({
+    date: t.exposeString('date', { description: 'ISO date YYYY-MM-DD.' }),
+    start: t.exposeString('start', { description: 'Local time HH:MM.' }),
+    end: t.exposeString('end', { description: 'Local time HH:MM.' }),
+  }),
+});
+
+const Settings = builder.objectRef<BusinessHoursSettings>('BusinessHoursSettings').implement({
+  description: 'A business-hours calendar (the merchant’s, or a group’s own) and the state now.',
+  fields: (t) => ({
+    groupId: t.exposeString('groupId', { nullable: true, description: 'The group; null for the merchant’s calendar.' }),
+    configured: t.exposeBoolean('configured', {
+      description: 'False when none is set here: a group follows the merchant’s, a merchant without one is always open.',
+    }),
+    timezone: t.exposeString('timezone', { description: 'IANA time zone.' }),
+    weekly: t.field({ type: [Interval], resolve: (s) => s.weekly, description: 'Weekly intervals.' }),
+    holidays: t.exposeStringList('holidays', { description: 'ISO dates closed (intervals starting that day).' }),
+    exceptions: t.field({ type: [Exception], resolve: (s) => s.exceptions, description: 'Dated openings.' }),
+    state: t.field({ type: BusinessHours, resolve: (s) => s.state, description: 'Open now, by the calendar in effect.' }),
+  }),
+});
+
+const IntervalInput = builder.inputType('BusinessHoursIntervalInput', {
+  description: 'An opening on a weekday.',
+  fields: (t) => ({
+    day: t.field({ type: 'Weekday', required: true, description: 'ISO weekday number or name.' }),
+    start: t.string({ required: true, description: 'Local time HH:MM.' }),
+    end: t.string({ required: true, description: 'Local time HH:MM (24:00: midnight; before start: overnight).' }),
+  }),
+});
+
+const ExceptionInput = builder.inputType('BusinessHoursExceptionInput', {
+  description: 'An opening on a date, replacing its weekly intervals.',
+  fields: (t) => ({
+    date: t.string({ required: true, description: 'ISO date YYYY-MM-DD.' }),
+    start: t.string({ required: true, description: 'Local time HH:MM.' }),
+    end: t.string({ required: true, description: 'Local time HH:MM.' }),
+  }),
+});
+
+const UpdateInput = builder.inputType('UpdateBusinessHoursInput', {
+  description: 'A whole calendar: it replaces the previous one.',
+  fields: (t) => ({
+    groupId: t.string({ description: 'A group of the merchant; absent or null: the merchant’s calendar.' }),
+    timezone: t.string({ required: true, description: 'IANA time zone such as Europe/Paris.' }),
+    weekly: t.field({ type: [IntervalInput], required: true, description: 'Any number of intervals per weekday.' }),
+    holidays: t.stringList({ description: 'ISO dates closed.' }),
+    exceptions: t.field({ type: [ExceptionInput], description: 'Dated openings replacing the weekday’s.' }),
+  }),
+});
+
+builder.mutationField('updateBusinessHours', (t) =>
+  t.field({
+    type: Settings,
+    description: 'Sets the business hours of the merchant or of one group. Admins only (FORBIDDEN otherwise); audited.',
+    args: { input: t.arg({ type: UpdateInput, required: true }) },
+    resolve: async (_root, { input }, ctx) =>
+      updateBusinessHours(ctx.deps, await ctx.agent(), {
+        groupId: input.groupId ?? null,
+        timezone: input.timezone,
+        weekly: input.weekly,
+        holidays: input.holidays ?? [],
+        exceptions: input.exceptions ?? [],
+      }),
+  }),
+);
+
+builder.queryField('businessHours', (t) =>
+  t.field({
+    type: Settings,
+    description: 'The business hours of the agent’s merchant, or of one of its groups, and whether it is open now.',
+    args: { groupId: t.arg.string({ description: 'A group; absent: the merchant’s calendar.' }) },
+    resolve: async (_root, args, ctx) => loadBusinessHours(ctx.deps, await ctx.agent(), { groupId: args.groupId }),
+  }),
+);

@@ -1,0 +1,141 @@
+import { and, eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentGroups, auditLog, merchants } from '../../src/db/schema.js';
+import type { Deps } from '../../src/deps.js';
+import { loadBusinessHours, updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
+import { createHoursScheduler } from '../../src/resolvers/availability/hours-events.js';
+import { globalChannel } from '../../src/resolvers/events.js';
+import { loadVisitorBootstrap } from '../../src/resolvers/visitor.js';
+import { codeOf, eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+
+/** Business hours as admins set them and as visitors and agents are told (docs/availability.md). */
+
+let deps: TestDeps;
+let f: ReturnType<typeof factories>;
+beforeAll(async () => {
+  deps = await testDeps();
+  f = factories(deps);
+});
+afterAll(() => f.cleanup());
+
+const MIN = 60_000;
+const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
+/** Every day of the week, in UTC, from `from` for `minutes`. */
+const daily = (from: number, minutes: number) =>
+  [1, 2, 3, 4, 5, 6, 7].map((day) => ({ day, start: hhmm(from), end: hhmm(from + minutes * MIN) }));
+
+describe('business hours: setting them', () => {
+  it('an admin sets the merchant’s calendar; the bootstrap tells open, next opening and zone, computed now', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const visitor = await f.visitor(m);
+    expect((await loadVisitorBootstrap(deps, visitor, { wsAddress: 'ws://x' })).businessHours).toEqual({
+      open: true,
+      nextOpenAt: null,
+      timezone: 'UTC',
+    });
+    // Opens in 2 hours, for an hour, every day (whole minutes, UTC).
+    const opens = Math.ceil((Date.now() + 120 * MIN) / MIN) * MIN;
+    const set = await updateBusinessHours(deps, admin, {
+      timezone: 'UTC',
+      weekly: daily(opens, 60),
+      holidays: ['2030-01-01'],
+    });
+    expect(set).toMatchObject({ groupId: null, configured: true, timezone: 'UTC', holidays: ['2030-01-01'] });
+    expect(set.weekly).toHaveLength(7);
+    expect(set.state).toEqual({ open: false, nextOpenAt: opens / 1000, timezone: 'UTC' });
+    const [row] = await deps.db.select().from(merchants).where(eq(merchants.id, m.merchantId));
+    expect(row?.businessHours?.weekly[0]).toEqual({ day: 1, start: (opens % (1440 * MIN)) / MIN, end: ((opens % (1440 * MIN)) / MIN + 60) % 1440 });
+    expect((await loadVisitorBootstrap(deps, visitor, { wsAddress: 'ws://x' })).businessHours).toEqual(set.state);
+    // Evaluated at each ask: at the opening instant it is open, with no next opening.
+    const real = deps.now;
+    deps.now = () => opens + 1000;
+    try {
+      expect((await loadVisitorBootstrap(deps, visitor, { wsAddress: 'ws://x' })).businessHours).toEqual({
+        open: true,
+        nextOpenAt: null,
+        timezone: 'UTC',
+      });
+    } finally {
+      deps.now = real;
+    }
+  });
+
+  it('only admins set them (FORBIDDEN), every change is audited, and a group has its own', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const agent = await f.agent(m);
+    const input = { timezone: 'Europe/Paris', weekly: [{ day: 'monday', start: '09:00', end: '18:00' }] };
+    expect(await codeOf(updateBusinessHours(deps, agent, input))).toBe('FORBIDDEN');
+    const [group] = await deps.db
+      .insert(agentGroups)
+      .values({ id: `g_${m.merchantId}`, merchantId: m.merchantId, name: 'Night' })
+      .returning();
+    await updateBusinessHours(deps, admin, {
+      groupId: group?.id,
+      timezone: 'Asia/Tokyo',
+      weekly: [{ day: 5, start: '22:00', end: '02:00' }],
+    });
+    const own = await loadBusinessHours(deps, agent, { groupId: group?.id });
+    expect(own).toMatchObject({ groupId: group?.id, configured: true, timezone: 'Asia/Tokyo' });
+    expect(own.weekly).toEqual([{ day: 5, start: '22:00', end: '02:00' }]);
+    expect(await loadBusinessHours(deps, agent)).toMatchObject({ groupId: null, configured: false, timezone: 'UTC' });
+    const audits = await deps.db
+      .select()
+      .from(auditLog)
+      .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'business_hours.updated')));
+    expect(audits.map((a) => [a.actorId, a.targetType, a.targetId])).toEqual([[admin.agentId, 'agent_group', group?.id]]);
+    expect(await codeOf(loadBusinessHours(deps, agent, { groupId: 'g_nope' }))).toBe('NOT_FOUND');
+    expect(await codeOf(updateBusinessHours(deps, admin, { ...input, timezone: 'Moon/Base' }))).toBe('BAD_USER_INPUT');
+  });
+
+  it('a change that closes the merchant now tells the workbench at once', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const rec = recordEvents(deps, [globalChannel(m.bid)]);
+    await rec.ready;
+    const opens = Math.ceil((Date.now() + 180 * MIN) / MIN) * MIN;
+    await updateBusinessHours(deps, admin, { timezone: 'UTC', weekly: daily(opens, 30) });
+    const event = await rec.first('business_hours.changed');
+    expect(event.data).toEqual({ group_id: null, open: false, next_open_at: opens / 1000, timezone: 'UTC' });
+    rec.stop();
+  });
+});
+
+describe('business hours: the open/close event at the boundary', () => {
+  it('reaches the workbench and the visitors within a second of the boundary, once, from two schedulers', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const visitor = await f.visitor(m);
+    // A clock 1.5 s before a whole minute, at which the calendar opens (for 5 minutes, every day).
+    const boundary = Math.ceil((Date.now() + 2 * MIN) / MIN) * MIN;
+    const shift = boundary - 1500 - Date.now();
+    const clock: Deps = { ...deps, now: () => Date.now() + shift };
+    await updateBusinessHours(clock, admin, { timezone: 'UTC', weekly: daily(boundary, 5) });
+    const rec = recordEvents(deps, [globalChannel(m.bid), `agent-${admin.agentId}`, visitor.channel]);
+    await rec.ready;
+    const local = () => [{ channel: visitor.channel, merchantId: m.merchantId }];
+    const one = createHoursScheduler(clock, { localVisitorChannels: local, reloadMs: 60_000 });
+    const two = createHoursScheduler(clock, { localVisitorChannels: local, reloadMs: 60_000 });
+    await Promise.all([one.reload(), two.reload()]);
+    one.start();
+    two.start();
+    try {
+      const seen = await rec.first('business_hours.changed', globalChannel(m.bid));
+      const late = clock.now() - boundary;
+      expect(late).toBeGreaterThanOrEqual(0);
+      expect(late).toBeLessThan(1000);
+      expect(seen.data).toEqual({ group_id: null, open: true, next_open_at: null, timezone: 'UTC' });
+      await eventually(() => rec.of('business_hours.changed', visitor.channel).length === 1, 'the visitor’s event');
+      await eventually(() => rec.of('business_hours.changed', `agent-${admin.agentId}`).length === 1, 'the agent’s');
+      await new Promise((r) => setTimeout(r, 300));
+      // Two instances, one event per channel.
+      expect(rec.of('business_hours.changed').map((e) => e.channel).sort()).toEqual(
+        [globalChannel(m.bid), `agent-${admin.agentId}`, visitor.channel].sort(),
+      );
+    } finally {
+      rec.stop();
+      await Promise.all([one.stop(), two.stop()]);
+    }
+  });
+});
