@@ -20,9 +20,7 @@ const businessHoursData = z
     weekly: z.array(interval),
     holidays: z.array(z.string()),
     exceptions: z.array(exception),
-    state: z
-      .object({ open: z.boolean(), next_open_at: z.number().int().nullable(), timezone: z.string() })
-      .strict(),
+    state: z.object({ open: z.boolean(), next_open_at: z.number().int().nullable(), timezone: z.string() }).strict(),
   })
   .strict();
 

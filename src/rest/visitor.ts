@@ -60,11 +60,9 @@ export const visitorBootstrapData = z
         business_hours: z
           .object({
             open: z.boolean().openapi({ description: 'Open now by the business hours (true without a calendar).' }),
-            next_open_at: z
-              .number()
-              .int()
-              .nullable()
-              .openapi({ description: 'Unix seconds of the next opening; null when open or not opening within a year.' }),
+            next_open_at: z.number().int().nullable().openapi({
+              description: 'Unix seconds of the next opening; null when open or not opening within a year.',
+            }),
             timezone: z.string().openapi({ description: 'IANA time zone of the calendar (UTC without one).' }),
           })
           .strict()

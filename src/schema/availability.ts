@@ -40,7 +40,8 @@ builder.scalarType('Weekday', {
 });
 
 const Interval = builder.objectRef<BusinessHoursSettings['weekly'][number]>('BusinessHoursInterval').implement({
-  description: 'Open on a weekday from `start` (inclusive) to `end` (exclusive), local times; `end` before `start` runs overnight.',
+  description:
+    'Open on a weekday from `start` (inclusive) to `end` (exclusive), local times; `end` before `start` runs overnight.',
   fields: (t) => ({
     day: t.expose('day', { type: 'Weekday', description: 'ISO weekday: 1 Monday … 7 Sunday.' }),
     start: t.exposeString('start', { description: 'Local time HH:MM.' }),
@@ -62,13 +63,18 @@ const Settings = builder.objectRef<BusinessHoursSettings>('BusinessHoursSettings
   fields: (t) => ({
     groupId: t.exposeString('groupId', { nullable: true, description: 'The group; null for the merchant’s calendar.' }),
     configured: t.exposeBoolean('configured', {
-      description: 'False when none is set here: a group follows the merchant’s, a merchant without one is always open.',
+      description:
+        'False when none is set here: a group follows the merchant’s, a merchant without one is always open.',
     }),
     timezone: t.exposeString('timezone', { description: 'IANA time zone.' }),
     weekly: t.field({ type: [Interval], resolve: (s) => s.weekly, description: 'Weekly intervals.' }),
     holidays: t.exposeStringList('holidays', { description: 'ISO dates closed (intervals starting that day).' }),
     exceptions: t.field({ type: [Exception], resolve: (s) => s.exceptions, description: 'Dated openings.' }),
-    state: t.field({ type: BusinessHours, resolve: (s) => s.state, description: 'Open now, by the calendar in effect.' }),
+    state: t.field({
+      type: BusinessHours,
+      resolve: (s) => s.state,
+      description: 'Open now, by the calendar in effect.',
+    }),
   }),
 });
 
@@ -105,7 +111,7 @@ builder.mutationField('updateBusinessHours', (t) =>
   t.field({
     type: Settings,
     description: 'Sets the business hours of the merchant or of one group. Admins only (FORBIDDEN otherwise); audited.',
-    args: { input: t.arg({ type: UpdateInput, required: true }) },
+    args: { input: t.arg({ type: UpdateInput, required: true, description: 'The whole calendar.' }) },
     resolve: async (_root, { input }, ctx) =>
       updateBusinessHours(ctx.deps, await ctx.agent(), {
         groupId: input.groupId ?? null,

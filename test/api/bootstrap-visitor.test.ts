@@ -76,6 +76,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
       session_invite_resolved: 'string',
       verified: 'boolean',
       paid: 'number',
+      business_hours: 'object',
     };
     expect(Object.keys(setting).sort()).toEqual(Object.keys(settingTypes).sort());
     for (const [field, type] of Object.entries(settingTypes))
@@ -103,6 +104,11 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
           "setting": {
             "appkey": "string",
             "appname": "string",
+            "business_hours": {
+              "next_open_at": "null",
+              "open": "boolean",
+              "timezone": "string",
+            },
             "emoji": "string",
             "paid": "number",
             "session_invite_rating": "string",
@@ -344,6 +350,7 @@ describe('Visitor bootstrap in GraphQL (Query.visitorBootstrap)', () => {
         uploadLimits { imageMaxBytes fileMaxBytes videoMaxBytes voiceMaxBytes }
         voice sound uploadFile uploadImg emoji sessionInviteRating sessionInviteResolved verified paid
       }
+      businessHours { open nextOpenAt timezone }
     }
   }`;
 
@@ -353,9 +360,16 @@ describe('Visitor bootstrap in GraphQL (Query.visitorBootstrap)', () => {
     const rest = (await visitorData(t.url, token)).body.data;
     const gql = await new HttpClient(t.url).graphql(QUERY, undefined, bearer(token));
     expect(gql.body.errors).toBeUndefined();
-    const { visitor, setting } = gql.body.data.visitorBootstrap;
+    const { visitor, setting, businessHours } = gql.body.data.visitorBootstrap;
 
     expect(visitor).toEqual(rest.visitor); // same names in both
+    // The demo merchant has no calendar: always open.
+    expect(rest.setting.business_hours).toEqual({ open: true, next_open_at: null, timezone: 'UTC' });
+    expect({
+      open: businessHours.open,
+      next_open_at: businessHours.nextOpenAt,
+      timezone: businessHours.timezone,
+    }).toEqual(rest.setting.business_hours);
     expect({
       appname: setting.appname,
       appkey: setting.appkey,
@@ -375,6 +389,7 @@ describe('Visitor bootstrap in GraphQL (Query.visitorBootstrap)', () => {
       session_invite_resolved: setting.sessionInviteResolved,
       verified: setting.verified,
       paid: setting.paid,
+      business_hours: rest.setting.business_hours,
     }).toEqual(rest.setting);
   });
 

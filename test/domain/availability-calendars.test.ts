@@ -45,7 +45,11 @@ describe('business hours: setting them', () => {
     expect(set.weekly).toHaveLength(7);
     expect(set.state).toEqual({ open: false, nextOpenAt: opens / 1000, timezone: 'UTC' });
     const [row] = await deps.db.select().from(merchants).where(eq(merchants.id, m.merchantId));
-    expect(row?.businessHours?.weekly[0]).toEqual({ day: 1, start: (opens % (1440 * MIN)) / MIN, end: ((opens % (1440 * MIN)) / MIN + 60) % 1440 });
+    expect(row?.businessHours?.weekly[0]).toEqual({
+      day: 1,
+      start: (opens % (1440 * MIN)) / MIN,
+      end: ((opens % (1440 * MIN)) / MIN + 60) % 1440,
+    });
     expect((await loadVisitorBootstrap(deps, visitor, { wsAddress: 'ws://x' })).businessHours).toEqual(set.state);
     // Evaluated at each ask: at the opening instant it is open, with no next opening.
     const real = deps.now;
@@ -84,7 +88,9 @@ describe('business hours: setting them', () => {
       .select()
       .from(auditLog)
       .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'business_hours.updated')));
-    expect(audits.map((a) => [a.actorId, a.targetType, a.targetId])).toEqual([[admin.agentId, 'agent_group', group?.id]]);
+    expect(audits.map((a) => [a.actorId, a.targetType, a.targetId])).toEqual([
+      [admin.agentId, 'agent_group', group?.id],
+    ]);
     expect(await codeOf(loadBusinessHours(deps, agent, { groupId: 'g_nope' }))).toBe('NOT_FOUND');
     expect(await codeOf(updateBusinessHours(deps, admin, { ...input, timezone: 'Moon/Base' }))).toBe('BAD_USER_INPUT');
   });
@@ -130,9 +136,12 @@ describe('business hours: the open/close event at the boundary', () => {
       await eventually(() => rec.of('business_hours.changed', `agent-${admin.agentId}`).length === 1, 'the agent’s');
       await new Promise((r) => setTimeout(r, 300));
       // Two instances, one event per channel.
-      expect(rec.of('business_hours.changed').map((e) => e.channel).sort()).toEqual(
-        [globalChannel(m.bid), `agent-${admin.agentId}`, visitor.channel].sort(),
-      );
+      expect(
+        rec
+          .of('business_hours.changed')
+          .map((e) => e.channel)
+          .sort(),
+      ).toEqual([globalChannel(m.bid), `agent-${admin.agentId}`, visitor.channel].sort());
     } finally {
       rec.stop();
       await Promise.all([one.stop(), two.stop()]);

@@ -74,13 +74,17 @@ const DST_CHANGES = [
 ].map(Date.parse);
 
 const quarter = fc.integer({ min: 0, max: 95 }).map((q) => q * 15);
-const intervalArb = fc.record({ day: fc.integer({ min: 1, max: 7 }), start: quarter, end: quarter }).filter((i) => i.start !== i.end);
+const intervalArb = fc
+  .record({ day: fc.integer({ min: 1, max: 7 }), start: quarter, end: quarter })
+  .filter((i) => i.start !== i.end);
 const calendarArb = fc.record({
   timezone: fc.constantFrom(...ZONES),
   weekly: fc.array(intervalArb, { minLength: 1, maxLength: 6 }),
   holidays: fc.array(fc.integer({ min: -4, max: 4 }), { maxLength: 3 }),
   exceptions: fc.array(
-    fc.record({ offset: fc.integer({ min: -4, max: 4 }), start: quarter, end: quarter }).filter((e) => e.start !== e.end),
+    fc
+      .record({ offset: fc.integer({ min: -4, max: 4 }), start: quarter, end: quarter })
+      .filter((e) => e.start !== e.end),
     { maxLength: 2 },
   ),
 });

@@ -206,9 +206,9 @@ function transitionBetween(zone: string, from: number, to: number): number {
 export function nextChangeAt(cal: BusinessHoursCalendar, ms: number): number | null {
   if (cal.weekly.length === 0 && cal.exceptions.length === 0) return null;
   const openNow = isOpenAt(cal, ms);
-  const edges = [
-    ...new Set([0, ...[...cal.weekly, ...cal.exceptions].flatMap((i) => [i.start, i.end % 1440])]),
-  ].sort((a, b) => a - b);
+  const edges = [...new Set([0, ...[...cal.weekly, ...cal.exceptions].flatMap((i) => [i.start, i.end % 1440])])].sort(
+    (a, b) => a - b,
+  );
   const first = wallClock(cal.timezone, ms).day - 1;
   let pending: number[] = [];
   for (let day = first; day < first + HORIZON_DAYS; ) {

@@ -3,10 +3,10 @@ import { z } from 'zod';
 import { agentGroups, type BusinessHoursCalendar, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
+import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
-import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { type BusinessHoursView, businessHoursAt, calendarInput, hhmmOf, toCalendar } from './business-hours.js';
 
@@ -57,10 +57,7 @@ export async function calendarsOf(
   merchantId: string,
   groupId: string | null | undefined,
 ): Promise<{ merchant: BusinessHoursCalendar | null; group: BusinessHoursCalendar | null }> {
-  const [m] = await db
-    .select({ hours: merchants.businessHours })
-    .from(merchants)
-    .where(eq(merchants.id, merchantId));
+  const [m] = await db.select({ hours: merchants.businessHours }).from(merchants).where(eq(merchants.id, merchantId));
   if (!groupId) return { merchant: m?.hours ?? null, group: null };
   const [g] = await db
     .select({ hours: agentGroups.businessHours })
@@ -117,7 +114,8 @@ export async function updateBusinessHours(
     });
     const was = businessHoursAt(groupId ? (before.group ?? before.merchant) : before.merchant, now);
     const is = businessHoursAt(calendar, now);
-    if (was.open !== is.open) await enqueueEvent(tx, globalChannel(viewer.bid), 'business_hours.changed', { groupId, ...is });
+    if (was.open !== is.open)
+      await enqueueEvent(tx, globalChannel(viewer.bid), 'business_hours.changed', { groupId, ...is });
   });
   await deps.configCache.announceChanged(viewer.merchantId);
   await publishOutbox(deps);

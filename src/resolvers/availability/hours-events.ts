@@ -65,7 +65,12 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
         .from(merchants)
         .where(isNotNull(merchants.businessHours)),
       deps.db
-        .select({ id: agentGroups.id, merchantId: agentGroups.merchantId, bid: merchants.bid, hours: agentGroups.businessHours })
+        .select({
+          id: agentGroups.id,
+          merchantId: agentGroups.merchantId,
+          bid: merchants.bid,
+          hours: agentGroups.businessHours,
+        })
         .from(agentGroups)
         .innerJoin(merchants, eq(merchants.id, agentGroups.merchantId))
         .where(isNotNull(agentGroups.businessHours)),
@@ -95,11 +100,14 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
     clearTimeout(timer);
     let earliest = deps.now() + reloadMs;
     for (const e of entries.values()) if (e.next !== null && e.next < earliest) earliest = e.next;
-    timer = setTimeout(() => {
-      work = fire().catch((error: unknown) =>
-        deps.log.warn({ err: (error as Error).message }, 'business hours: boundary event failed'),
-      );
-    }, Math.max(0, earliest - deps.now()));
+    timer = setTimeout(
+      () => {
+        work = fire().catch((error: unknown) =>
+          deps.log.warn({ err: (error as Error).message }, 'business hours: boundary event failed'),
+        );
+      },
+      Math.max(0, earliest - deps.now()),
+    );
     timer.unref();
   }
 
