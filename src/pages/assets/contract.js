@@ -56,6 +56,7 @@ export const EVENTS = Object.freeze({
   "conversation.closed": "conversation.closed",
   "conversation.rating_invited": "conversation.rating_invited",
   "note.created": "note.created",
+  "business_hours.changed": "business_hours.changed",
   "merchant.config_changed": "merchant.config_changed",
   "visitor_token.revoked": "visitor_token.revoked",
   "subscribed": "subscribed",
