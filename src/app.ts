@@ -17,7 +17,7 @@ import { countSockets, metricsGuard, requestObservability } from './observabilit
 import { instrumentDeps } from './observability/instrument.js';
 import { pageRoutes } from './pages/routes.js';
 import { securityHeaders } from './pages/security-headers.js';
-import { startAttachmentCleanup } from './resolvers/attachments.js';
+import { startAttachmentCleanup } from './resolvers/attachments/cleanup.js';
 import { createHoursScheduler } from './resolvers/availability/hours-events.js';
 import { createChatService } from './resolvers/chat-service.js';
 import { loadDemoDataIfEmpty } from './resolvers/demo.js';

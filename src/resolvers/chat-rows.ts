@@ -34,14 +34,12 @@ export const ITEM_CONTENT_MAX = 100;
 
 type Reader = Deps['db'] | Tx;
 
-/** The open (queued or active) conversation of a visitor of the merchant, locked when `lock`. */
-export async function openConversation(
-  db: Reader,
-  merchantId: string,
-  visitorId: string,
-  opts: { lock?: boolean } = {},
-): Promise<ConversationContext | undefined> {
-  const query = db
+/**
+ * Conversations with what their events need (`ConversationContext`): the conversation, its
+ * visitor's channel and name, its merchant's bid. Callers add their `where`, order and lock.
+ */
+export const selectContexts = (db: Reader) =>
+  db
     .select({
       conversation: conversations,
       visitorChannel: visitors.channel,
@@ -49,11 +47,21 @@ export async function openConversation(
       bid: merchants.bid,
     })
     .from(conversations)
-    .innerJoin(visitors, and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, merchantId)))
-    .innerJoin(merchants, eq(merchants.id, conversations.merchantId))
+    .innerJoin(visitors, eq(visitors.id, conversations.visitorId))
+    .innerJoin(merchants, eq(merchants.id, conversations.merchantId));
+
+/** The open (queued or active) conversation of a visitor of the merchant, locked when `lock`. */
+export async function openConversation(
+  db: Reader,
+  merchantId: string,
+  visitorId: string,
+  opts: { lock?: boolean } = {},
+): Promise<ConversationContext | undefined> {
+  const query = selectContexts(db)
     .where(
       and(
         eq(conversations.merchantId, merchantId),
+        eq(visitors.merchantId, merchantId),
         eq(conversations.visitorId, visitorId),
         ne(conversations.state, 'closed'),
       ),
@@ -69,17 +77,14 @@ export async function latestConversation(
   merchantId: string,
   visitorId: string,
 ): Promise<ConversationContext | undefined> {
-  const [row] = await db
-    .select({
-      conversation: conversations,
-      visitorChannel: visitors.channel,
-      visitorName: visitors.nickname,
-      bid: merchants.bid,
-    })
-    .from(conversations)
-    .innerJoin(visitors, and(eq(visitors.id, conversations.visitorId), eq(visitors.merchantId, merchantId)))
-    .innerJoin(merchants, eq(merchants.id, conversations.merchantId))
-    .where(and(eq(conversations.merchantId, merchantId), eq(conversations.visitorId, visitorId)))
+  const [row] = await selectContexts(db)
+    .where(
+      and(
+        eq(conversations.merchantId, merchantId),
+        eq(visitors.merchantId, merchantId),
+        eq(conversations.visitorId, visitorId),
+      ),
+    )
     .orderBy(sql`${conversations.createdAt} desc, ${conversations.id} desc`)
     .limit(1);
   return row;

@@ -1,5 +1,6 @@
 import type { Deps } from '../deps.js';
-import { closeIdleConversations, drainAllQueues } from './conversations.js';
+import { closeIdleConversations } from './conversations/closing.js';
+import { drainAllQueues } from './conversations/routing.js';
 import { drainOutbox } from './outbox.js';
 
 /**

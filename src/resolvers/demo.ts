@@ -2,7 +2,8 @@ import { count, eq } from 'drizzle-orm';
 import { agents, conversations, merchants, visitors } from '../db/schema.js';
 import { seedDemoData } from '../db/seed.js';
 import type { Deps } from '../deps.js';
-import { assignAgent, claimConversation, pinConversation } from './conversations.js';
+import { claimConversation, pinConversation } from './conversations/agent-actions.js';
+import { assignAgent } from './conversations/routing.js';
 import { markRead, sendMessage } from './messages.js';
 import type { AgentViewer, VisitorViewer } from './viewer.js';
 

@@ -4,7 +4,9 @@ import type { Db } from '../db/client.js';
 import { attachments, conversations, merchants, messages } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
-import { attachmentViewOf, claimAttachmentForMessage, uploaderOf } from './attachments.js';
+import { claimAttachmentForMessage } from './attachments/claim.js';
+import { attachmentViewOf } from './attachments/download.js';
+import { uploaderOf } from './attachments/policy.js';
 import {
   appendMessage,
   type ConversationContext,
@@ -13,7 +15,8 @@ import {
   requireMerchantVisitor,
   toMessageView,
 } from './chat-rows.js';
-import { assignAgent, type ConversationState, unreadForAgent, unreadForVisitor } from './conversations.js';
+import { assignAgent } from './conversations/routing.js';
+import { type ConversationState, unreadForAgent, unreadForVisitor } from './conversations/view.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel, publish } from './events.js';
 import { parseInput, text } from './inputs.js';

@@ -4,7 +4,7 @@ import { type Agent, conversations, visitors, type WorkbenchExtensions } from '.
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import type { LastMessageItem } from './chat-rows.js';
-import { unreadForAgent } from './conversations.js';
+import { unreadForAgent } from './conversations/view.js';
 import { merchantConfig, type VisitorAttributeDef } from './merchant.js';
 import { type AgentState, readAgentState } from './presence.js';
 import { type AgentViewer, requireOnlineReception } from './viewer.js';

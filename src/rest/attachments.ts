@@ -6,17 +6,15 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { queryOf } from '../http/request.js';
+import { type AttachmentVariant, authorizeDownload, rendersInline } from '../resolvers/attachments/download.js';
 import {
   ATTACHMENT_KINDS,
-  type AttachmentVariant,
-  authorizeDownload,
   declareKind,
   prepareUpload,
-  receiveUpload,
-  rendersInline,
   type Uploader,
   uploaderOf,
-} from '../resolvers/attachments.js';
+} from '../resolvers/attachments/policy.js';
+import { receiveUpload } from '../resolvers/attachments/upload.js';
 import { type AttachmentView, attachmentWire, toAttachmentWire } from '../resolvers/event-catalog.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../resolvers/viewer.js';
 import type { ObjectStorage } from '../stores/storage/index.js';

@@ -16,18 +16,13 @@ import {
   visitorSendInput,
   visitorTypingInput,
 } from '../resolvers/chat-inputs.js';
-import {
-  type AssignResult,
-  assignAgent,
-  type ConversationView,
-  claimConversation,
-  closeConversation,
-  listConversations,
-  loadConversation,
-  pinConversation,
-  rateConversation,
-  transferConversation,
-} from '../resolvers/conversations.js';
+import { claimConversation, pinConversation } from '../resolvers/conversations/agent-actions.js';
+import { closeConversation } from '../resolvers/conversations/closing.js';
+import { listConversations, loadConversation } from '../resolvers/conversations/queries.js';
+import { rateConversation } from '../resolvers/conversations/rating.js';
+import { type AssignResult, assignAgent } from '../resolvers/conversations/routing.js';
+import { transferConversation } from '../resolvers/conversations/transfer.js';
+import type { ConversationView } from '../resolvers/conversations/view.js';
 import { agentBriefWire, messageWire, toAgentBriefWire, toMessageWire } from '../resolvers/event-catalog.js';
 import {
   listMessages,

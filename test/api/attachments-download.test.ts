@@ -4,13 +4,13 @@ import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
 import { newId } from '../../src/ids.js';
+import { claimAttachmentForMessage } from '../../src/resolvers/attachments/claim.js';
 import {
   CRASH_LEFTOVER_MS,
-  claimAttachmentForMessage,
   removeOrphanObjects,
   removeUnreferencedAttachments,
-  uploaderOf,
-} from '../../src/resolvers/attachments.js';
+} from '../../src/resolvers/attachments/cleanup.js';
+import { uploaderOf } from '../../src/resolvers/attachments/policy.js';
 import { agentSession, visitorToken } from '../support/clients.js';
 import { withClockAhead } from '../support/test-app.js';
 import { ALL_ON, attachmentsWorld, DRIVERS, setMerchant, stored, upload } from './attachments.fixtures.js';

@@ -10,26 +10,28 @@ import { attachments, merchants } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
+import { claimAttachmentForMessage } from '../../src/resolvers/attachments/claim.js';
+import {
+  CRASH_LEFTOVER_MS,
+  removeUnreferencedAttachments,
+  startAttachmentCleanup,
+} from '../../src/resolvers/attachments/cleanup.js';
 import {
   authorizeDownload,
-  CRASH_LEFTOVER_MS,
-  claimAttachmentForMessage,
-  cleanFileName,
-  declareKind,
   loadAttachmentViews,
-  MULTIPART_ALLOWANCE,
-  prepareUpload,
-  receiveUpload,
-  removeUnreferencedAttachments,
   rendersInline,
   signedAttachmentPath,
-  sniff,
-  startAttachmentCleanup,
-  THUMBNAIL_PX,
+  verifyAttachmentSignature,
+} from '../../src/resolvers/attachments/download.js';
+import {
+  declareKind,
+  MULTIPART_ALLOWANCE,
+  prepareUpload,
   type Uploader,
   uploaderOf,
-  verifyAttachmentSignature,
-} from '../../src/resolvers/attachments.js';
+} from '../../src/resolvers/attachments/policy.js';
+import { sniff } from '../../src/resolvers/attachments/sniff.js';
+import { cleanFileName, receiveUpload, THUMBNAIL_PX } from '../../src/resolvers/attachments/upload.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { eventually, factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';

@@ -2,17 +2,12 @@ import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
 import type { DomainError } from '../../src/errors.js';
-import {
-  assignAgent,
-  claimConversation,
-  closeConversation,
-  closeIdleConversations,
-  listConversations,
-  loadConversation,
-  pinConversation,
-  rateConversation,
-  transferConversation,
-} from '../../src/resolvers/conversations.js';
+import { claimConversation, pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
+import { listConversations, loadConversation } from '../../src/resolvers/conversations/queries.js';
+import { rateConversation } from '../../src/resolvers/conversations/rating.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';

@@ -3,13 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attachments, conversations, eventOutbox, messages } from '../../src/db/schema.js';
 import { newId } from '../../src/ids.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
-import {
-  assignAgent,
-  claimConversation,
-  closeConversation,
-  loadConversation,
-  transferConversation,
-} from '../../src/resolvers/conversations.js';
+import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
+import { loadConversation } from '../../src/resolvers/conversations/queries.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { listMessages, MAX_TEXT, markRead, sendMessage, setTyping } from '../../src/resolvers/messages.js';
 import { drainOutbox } from '../../src/resolvers/outbox.js';
@@ -483,7 +481,7 @@ describe('Publish after commit (the outbox)', () => {
     await f.online(b);
     await transferConversation(deps, agent, { visitorId: visitor.visitorId, toAgentId: b.agentId });
     await closeConversation(deps, b, { visitorId: visitor.visitorId });
-    const { rateConversation } = await import('../../src/resolvers/conversations.js');
+    const { rateConversation } = await import('../../src/resolvers/conversations/rating.js');
     await rateConversation(deps, visitor, { score: 5 });
     const page = await listMessages(deps, visitor);
     expect(page.messages.map((x) => x.meta?.event)).toEqual(['assigned', 'transferred', 'closed', 'rated']);

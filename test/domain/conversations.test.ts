@@ -3,19 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentGroups, agents, conversations, merchants } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
-import {
-  assignAgent,
-  claimConversation,
-  closeConversation,
-  closeIdleConversations,
-  drainAllQueues,
-  drainQueueQuietly,
-  listConversations,
-  loadConversation,
-  pinConversation,
-  rateConversation,
-  transferConversation,
-} from '../../src/resolvers/conversations.js';
+import { claimConversation, pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
+import { listConversations, loadConversation } from '../../src/resolvers/conversations/queries.js';
+import { rateConversation } from '../../src/resolvers/conversations/rating.js';
+import { assignAgent, drainAllQueues, drainQueueQuietly } from '../../src/resolvers/conversations/routing.js';
+import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditLog, labels } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
-import { listConversations } from '../../src/resolvers/conversations.js';
+import { listConversations } from '../../src/resolvers/conversations/queries.js';
 import {
   conversationLabels,
   createLabel,

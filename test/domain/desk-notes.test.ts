@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
-import { loadConversation } from '../../src/resolvers/conversations.js';
+import { loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { addNote, listNotes, MAX_NOTE } from '../../src/resolvers/desk/notes.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';

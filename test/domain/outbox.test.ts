@@ -3,7 +3,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversations, eventOutbox } from '../../src/db/schema.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
-import { assignAgent } from '../../src/resolvers/conversations.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { drainOutbox, enqueueEvent, publishOutbox, rowsOf } from '../../src/resolvers/outbox.js';
 import { eventually, factories, recordEvents, secondInstance, type TestDeps, testDeps } from '../support/deps.js';
 

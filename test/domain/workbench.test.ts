@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentGroups } from '../../src/db/schema.js';
-import { closeConversation, pinConversation } from '../../src/resolvers/conversations.js';
+import { pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { loadAgentProfile, loadWorkbench } from '../../src/resolvers/workbench.js';
 import { factories, type TestDeps, testDeps } from '../support/deps.js';

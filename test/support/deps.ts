@@ -9,7 +9,7 @@ import { buildDeps, type Deps } from '../../src/deps.js';
 import { DomainError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { createAgent, createMerchant } from '../../src/resolvers/admin.js';
-import { assignAgent } from '../../src/resolvers/conversations.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { createPresenceTracker, type PresenceTracker } from '../../src/resolvers/presence.js';
 import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';

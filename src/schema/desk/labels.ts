@@ -10,7 +10,7 @@ import {
   unlabelConversation,
 } from '../../resolvers/desk/labels.js';
 import { builder } from '../builder.js';
-import { Conversation } from '../chat.js';
+import { Conversation } from '../conversation.js';
 
 /** Labels in GraphQL: the domain of src/resolvers/desk/labels.ts (docs/desk.md). */
 

@@ -1,0 +1,133 @@
+import { and, eq, ne, sql } from 'drizzle-orm';
+import { conversations, merchants } from '../../db/schema.js';
+import type { Deps } from '../../deps.js';
+import { appendMessage, type ConversationContext, openConversation } from '../chat-rows.js';
+import { agentChannel, globalChannel } from '../events.js';
+import { parseInput } from '../inputs.js';
+import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
+import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
+import { requireMine, requireOpen, visitorRef } from './context.js';
+import { drainQueueQuietly } from './routing.js';
+import { type ConversationView, viewOf } from './view.js';
+
+/** Closing a conversation: by either side, or by the idle sweep. */
+
+export type ClosedBy = 'visitor' | 'agent' | 'idle';
+
+/**
+ * Closes the open conversation of a visitor: by the visitor itself, by its agent (agents address
+ * it by `visitorId`), or by the idle sweep. Frees the agent's capacity (the queue is served) and
+ * invites the visitor to rate when the merchant's switches say so.
+ */
+export async function closeConversation(
+  deps: Deps,
+  viewer: AgentViewer | VisitorViewer,
+  raw: unknown = {},
+): Promise<ConversationView> {
+  let visitorId: string;
+  if (viewer.kind === 'agent') {
+    requireOnlineReception(viewer);
+    visitorId = parseInput(visitorRef, raw).visitorId;
+  } else visitorId = viewer.visitorId;
+  const conversationId = await deps.db.transaction(async (tx) => {
+    const ctx = await requireOpen(tx, viewer.merchantId, visitorId);
+    if (viewer.kind === 'agent' && ctx.conversation.state === 'active') requireMine(viewer, ctx);
+    await closeInTx(deps, tx, ctx, viewer.kind);
+    return ctx.conversation.id;
+  });
+  await afterClose(deps, viewer.merchantId);
+  return viewOf(deps.db, conversationId, viewer.kind);
+}
+
+async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy: ClosedBy): Promise<boolean> {
+  const c = ctx.conversation;
+  const now = deps.now();
+  const [updated] = await tx
+    .update(conversations)
+    .set({ state: 'closed', version: c.version + 1, closedAt: new Date(now), closedBy, pinnedAt: 0 })
+    .where(and(eq(conversations.id, c.id), eq(conversations.version, c.version), ne(conversations.state, 'closed')))
+    .returning();
+  if (!updated) return false;
+  ctx.conversation = updated;
+  await appendMessage(deps, tx, ctx, {
+    senderType: 'system',
+    senderId: '',
+    clientMsgId: null,
+    type: 'system',
+    content: closedBy === 'idle' ? 'Closed after inactivity' : `Closed by the ${closedBy}`,
+    meta: { event: 'closed', closed_by: closedBy },
+  });
+  const data = {
+    conversationId: c.id,
+    visitorId: c.visitorId,
+    state: 'closed' as const,
+    agentId: updated.agentId,
+    closedBy,
+  };
+  for (const channel of [
+    globalChannel(ctx.bid),
+    ...(updated.agentId ? [agentChannel(updated.agentId)] : []),
+    ctx.visitorChannel,
+  ])
+    await enqueueEvent(tx, channel, 'conversation.closed', data);
+  const [merchant] = await tx
+    .select({ switches: merchants.switches })
+    .from(merchants)
+    .where(eq(merchants.id, c.merchantId));
+  const rating = merchant?.switches.session_invite_rating === 'on';
+  const resolved = merchant?.switches.session_invite_resolved === 'on';
+  if (rating || resolved)
+    await enqueueEvent(tx, ctx.visitorChannel, 'conversation.rating_invited', {
+      conversationId: c.id,
+      rating,
+      resolved,
+    });
+  return true;
+}
+
+async function afterClose(deps: Deps, merchantId: string) {
+  await publishOutbox(deps);
+  await drainQueueQuietly(deps, { merchantId });
+}
+
+/**
+ * Closes every open conversation with no message for its merchant's `idle_close_minutes`
+ * (0: never). Run periodically by the chat service; returns how many it closed.
+ */
+export async function closeIdleConversations(deps: Deps): Promise<number> {
+  const nowSeconds = Math.floor(deps.now() / 1000);
+  const idle = await deps.db
+    .select({ id: conversations.id, merchantId: conversations.merchantId, visitorId: conversations.visitorId })
+    .from(conversations)
+    .innerJoin(merchants, eq(merchants.id, conversations.merchantId))
+    .where(
+      and(
+        ne(conversations.state, 'closed'),
+        sql`${merchants.idleCloseMinutes} > 0`,
+        sql`${conversations.timestamp} <= ${nowSeconds} - ${merchants.idleCloseMinutes} * 60`,
+      ),
+    )
+    .limit(500);
+  let closed = 0;
+  const merchantIds = new Set<string>();
+  for (const row of idle) {
+    const done = await deps.db.transaction(async (tx) => {
+      const ctx = await openConversation(tx, row.merchantId, row.visitorId, { lock: true });
+      // Re-checked under the lock: a message that arrived meanwhile keeps it open.
+      if (!ctx || ctx.conversation.id !== row.id) return false;
+      const [m] = await tx
+        .select({ minutes: merchants.idleCloseMinutes })
+        .from(merchants)
+        .where(eq(merchants.id, row.merchantId));
+      if (!m || m.minutes <= 0 || ctx.conversation.timestamp > nowSeconds - m.minutes * 60) return false;
+      return closeInTx(deps, tx, ctx, 'idle');
+    });
+    if (done) {
+      closed++;
+      merchantIds.add(row.merchantId);
+    }
+  }
+  if (closed > 0) await publishOutbox(deps);
+  for (const merchantId of merchantIds) await drainQueueQuietly(deps, { merchantId });
+  return closed;
+}

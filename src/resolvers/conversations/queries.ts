@@ -1,0 +1,120 @@
+import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { type Conversation, conversations, visitors } from '../../db/schema.js';
+import type { Deps } from '../../deps.js';
+import { badInput, DomainError } from '../../errors.js';
+import { latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
+import { parseInput, text } from '../inputs.js';
+import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
+import { id, visitorRef } from './context.js';
+import { type ConversationView, selectViews, toView, viewOf } from './view.js';
+
+/** Reading conversations: a visitor's conversation, and the agents' pages of them. */
+
+export const listInput = z.object({
+  scope: z.enum(['mine', 'queue', 'all']).default('mine'),
+  after: text(200).optional(),
+  first: z.number().int().min(1).max(100).default(20),
+  /** Only conversations carrying this label of the merchant (docs/desk.md "Labels"). */
+  labelId: id.optional(),
+});
+
+/**
+ * The conversation of a visitor: its open one, else its latest (closed) one; null when it never
+ * chatted. An agent addresses a visitor of its own merchant (another's is NOT_FOUND).
+ */
+export async function loadConversation(
+  deps: Deps,
+  viewer: AgentViewer | VisitorViewer,
+  raw: { visitorId?: string } = {},
+): Promise<ConversationView | null> {
+  let visitorId: string;
+  if (viewer.kind === 'agent') {
+    requireOnlineReception(viewer);
+    visitorId = parseInput(visitorRef, raw).visitorId;
+    await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
+  } else visitorId = viewer.visitorId;
+  const ctx =
+    (await openConversation(deps.db, viewer.merchantId, visitorId)) ??
+    (await latestConversation(deps.db, viewer.merchantId, visitorId));
+  return ctx ? viewOf(deps.db, ctx.conversation.id, viewer.kind) : null;
+}
+
+const encodeCursor = (values: (string | number)[]) => Buffer.from(JSON.stringify(values)).toString('base64url');
+function decodeCursor(cursor: string): (string | number)[] {
+  try {
+    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+    if (Array.isArray(values) && values.every((v) => typeof v === 'string' || typeof v === 'number')) return values;
+  } catch {
+    // fall through
+  }
+  throw badInput('after is not a cursor of this list');
+}
+
+/** A list's filter, order and cursor key: each scope pages by its own order. */
+interface ListPlan {
+  where: (SQL | undefined)[];
+  order: SQL[];
+  key: (c: Conversation) => (string | number)[];
+}
+
+function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: string | undefined): ListPlan {
+  const where: (SQL | undefined)[] = [eq(conversations.merchantId, viewer.merchantId)];
+  if (scope === 'queue') {
+    where.push(eq(conversations.state, 'queued'));
+    if (after) {
+      const [at, cid] = decodeCursor(after);
+      where.push(sql`(${conversations.queuedAt}, ${conversations.id}) > (${String(at)}::timestamptz, ${String(cid)})`);
+    }
+    return {
+      where,
+      order: [asc(conversations.queuedAt), asc(conversations.id)],
+      key: (c) => [c.queuedAt.toISOString(), c.id],
+    };
+  }
+  if (scope === 'mine') {
+    where.push(eq(conversations.state, 'active'), eq(conversations.agentId, viewer.agentId));
+    if (after) {
+      const [ts, cid] = decodeCursor(after);
+      where.push(sql`(${conversations.timestamp}, ${conversations.id}) < (${Number(ts)}::bigint, ${String(cid)})`);
+    }
+    return { where, order: [desc(conversations.timestamp), desc(conversations.id)], key: (c) => [c.timestamp, c.id] };
+  }
+  if (after) {
+    const [at, cid] = decodeCursor(after);
+    where.push(sql`(${conversations.createdAt}, ${conversations.id}) < (${String(at)}::timestamptz, ${String(cid)})`);
+  }
+  return {
+    where,
+    order: [desc(conversations.createdAt), desc(conversations.id)],
+    key: (c) => [c.createdAt.toISOString(), c.id],
+  };
+}
+
+/**
+ * Conversations of the agent's merchant, one page: `mine` (its active ones, latest activity
+ * first), `queue` (queued ones, oldest first: the order they are served in) or `all` (every
+ * conversation, newest first; administrators only). `after` is the `endCursor` of the previous page.
+ */
+export async function listConversations(deps: Deps, viewer: AgentViewer, raw: unknown) {
+  requireOnlineReception(viewer);
+  const input = parseInput(listInput, raw ?? {});
+  if (input.scope === 'all' && viewer.level !== 'admin')
+    throw new DomainError('FORBIDDEN', 'scope all is for administrators');
+  const { where, order, key } = planList(viewer, input.scope, input.after);
+  if (input.labelId)
+    where.push(
+      sql`exists (select 1 from "conversation_labels" cl join "labels" l on l.id = cl.label_id where cl.conversation_id = "conversations"."id" and cl.label_id = ${input.labelId} and l.merchant_id = ${viewer.merchantId})`,
+    );
+  const rows = await selectViews(deps.db, 'agent')
+    .where(and(eq(visitors.merchantId, viewer.merchantId), ...where))
+    .orderBy(...order)
+    .limit(input.first + 1);
+  const page = rows.slice(0, input.first);
+  const last = page.at(-1);
+  return {
+    nodes: page.map(toView),
+    hasNextPage: rows.length > input.first,
+    endCursor: last ? encodeCursor(key(last.c)) : null,
+  };
+}

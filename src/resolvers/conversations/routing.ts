@@ -1,0 +1,315 @@
+import { and, asc, count, eq, inArray, ne } from 'drizzle-orm';
+import { z } from 'zod';
+import { type Agent, agentGroups, agents, conversations, merchants } from '../../db/schema.js';
+import type { Deps } from '../../deps.js';
+import { DomainError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { appendMessage, type ConversationContext, openConversation, selectContexts } from '../chat-rows.js';
+import type { AgentBrief } from '../event-catalog.js';
+import { agentChannel, globalChannel } from '../events.js';
+import { parseInput } from '../inputs.js';
+import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
+import { TICKET_AGENT, type VisitorViewer } from '../viewer.js';
+import { id } from './context.js';
+import { type ConversationState, queuePositionSql, viewOf } from './view.js';
+
+/**
+ * Assignment and the queue: a visitor's conversation is opened queued in its group and routed to
+ * the least busy online agent of that group under capacity; the queue is served again whenever
+ * capacity frees up (close, transfer, an agent coming online) and periodically.
+ */
+
+/** The answer of assignAgent (`POST /visitor/chat/assign`). */
+export interface AssignResult {
+  conversationId: string;
+  state: ConversationState;
+  agent: AgentBrief | null;
+  queuePosition: number | null;
+}
+
+export const assignInput = z.object({ groupId: id.optional(), agentId: id.optional() });
+
+/**
+ * The spec's step 2: the visitor's open conversation (idempotent: never a second one), or a new
+ * one that joins its group's queue and is routed at once when an agent is available.
+ */
+export async function assignAgent(deps: Deps, viewer: VisitorViewer, raw: unknown = {}): Promise<AssignResult> {
+  const input = parseInput(assignInput, raw ?? {});
+  const existing = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
+  if (existing) return assignResult(deps, existing.conversation.id);
+  const groupId = await groupFor(deps, viewer.merchantId, input.groupId);
+  let preferred: string | undefined;
+  if (input.agentId) {
+    const [agent] = await deps.db
+      .select({ id: agents.id })
+      .from(agents)
+      .where(and(eq(agents.id, input.agentId), eq(agents.merchantId, viewer.merchantId)))
+      .limit(1);
+    if (!agent) throw new DomainError('NOT_FOUND', 'No such agent');
+    preferred = agent.id;
+  }
+  const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId);
+  if (created)
+    await drainQueue(deps, viewer.merchantId, preferred ? { conversationId: created, agentId: preferred } : undefined);
+  const ctx = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
+  if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'The conversation was closed meanwhile; assign again');
+  return assignResult(deps, ctx.conversation.id);
+}
+
+async function assignResult(deps: Deps, conversationId: string): Promise<AssignResult> {
+  const view = await viewOf(deps.db, conversationId, 'visitor');
+  return { conversationId, state: view.state, agent: view.agent, queuePosition: view.queuePosition };
+}
+
+/** The requested group of the merchant, or its default group. */
+export async function groupFor(deps: Deps, merchantId: string, groupId: string | undefined): Promise<string | null> {
+  const [group] = await deps.db
+    .select({ id: agentGroups.id })
+    .from(agentGroups)
+    .where(
+      and(
+        eq(agentGroups.merchantId, merchantId),
+        groupId ? eq(agentGroups.id, groupId) : eq(agentGroups.isDefault, true),
+      ),
+    )
+    .limit(1);
+  if (groupId && !group) throw new DomainError('NOT_FOUND', 'No such agent group');
+  return group?.id ?? null;
+}
+
+/**
+ * Inserts a queued conversation; the partial unique index makes a concurrent second insert do
+ * nothing (one open conversation per visitor). Returns the new id, or undefined when one
+ * already existed.
+ */
+export async function openNewConversation(
+  deps: Deps,
+  merchantId: string,
+  visitorId: string,
+  groupId: string | null,
+): Promise<string | undefined> {
+  const now = deps.now();
+  return deps.db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(conversations)
+      .values({
+        id: newId('c'),
+        merchantId,
+        visitorId,
+        groupId,
+        state: 'queued',
+        timestamp: Math.floor(now / 1000),
+        createdAt: new Date(now),
+        queuedAt: new Date(now),
+      })
+      .onConflictDoNothing()
+      .returning();
+    if (!row) return undefined;
+    const ctx = await openConversation(tx, merchantId, visitorId);
+    if (!ctx) return undefined;
+    await enqueueQueued(tx, ctx);
+    return row.id;
+  });
+}
+
+/** Writes `conversation.queued` (with the queue position) for the merchant's agents and the visitor. */
+export async function enqueueQueued(tx: Tx, ctx: ConversationContext) {
+  const [position] = await tx
+    .select({ n: queuePositionSql })
+    .from(conversations)
+    .where(eq(conversations.id, ctx.conversation.id));
+  const data = {
+    conversationId: ctx.conversation.id,
+    visitorId: ctx.conversation.visitorId,
+    state: 'queued' as const,
+    groupId: ctx.conversation.groupId,
+    queuePosition: Number(position?.n ?? 1),
+  };
+  await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.queued', data);
+  await enqueueEvent(tx, ctx.visitorChannel, 'conversation.queued', data);
+}
+
+/** An agent's capacity: its own maximum, else the merchant's. */
+const capacityOf = (agent: Agent, merchantMax: number) => agent.maxConcurrentChats ?? merchantMax;
+
+/** Agents of the merchant that routing may give conversations to now: online (presence), enabled, reception. */
+async function routableAgents(deps: Deps, merchantId: string): Promise<string[]> {
+  const candidates = await deps.db
+    .select()
+    .from(agents)
+    .where(and(eq(agents.merchantId, merchantId), eq(agents.disabled, false), ne(agents.level, TICKET_AGENT)));
+  const states = await Promise.all(candidates.map((a) => deps.presence.stateOf(a.id)));
+  return candidates.filter((_, i) => states[i] === 'online').map((a) => a.id);
+}
+
+/** What routing decides from, loaded inside its transaction with the candidate agents' rows locked. */
+interface Routing {
+  locked: Agent[];
+  merchant: { max: number; bid: string };
+  defaultGroupId: string | null;
+  /** Active conversations per locked agent. */
+  active: Map<string, number>;
+}
+
+async function loadRouting(tx: Tx, merchantId: string, online: string[]): Promise<Routing | undefined> {
+  const locked = await tx
+    .select()
+    .from(agents)
+    .where(and(inArray(agents.id, online), eq(agents.merchantId, merchantId), eq(agents.disabled, false)))
+    .orderBy(asc(agents.id))
+    .for('update');
+  const [merchant] = await tx
+    .select({ max: merchants.maxConcurrentChats, bid: merchants.bid })
+    .from(merchants)
+    .where(eq(merchants.id, merchantId));
+  const [defaultGroup] = await tx
+    .select({ id: agentGroups.id })
+    .from(agentGroups)
+    .where(and(eq(agentGroups.merchantId, merchantId), eq(agentGroups.isDefault, true)));
+  if (!merchant || locked.length === 0) return undefined;
+  const active = new Map<string, number>();
+  for (const { agentId, n } of await tx
+    .select({ agentId: conversations.agentId, n: count() })
+    .from(conversations)
+    .where(
+      and(
+        eq(conversations.state, 'active'),
+        inArray(
+          conversations.agentId,
+          locked.map((a) => a.id),
+        ),
+      ),
+    )
+    .groupBy(conversations.agentId))
+    if (agentId) active.set(agentId, Number(n));
+  return { locked, merchant, defaultGroupId: defaultGroup?.id ?? null, active };
+}
+
+/** The agent a queued conversation goes to: the preferred one if eligible, else the least busy (ties: assigned longest ago). */
+function pickAgent(
+  r: Routing,
+  ctx: ConversationContext,
+  preferred: { conversationId: string; agentId: string } | undefined,
+): Agent | undefined {
+  const groupOf = (a: Agent) => a.groupId ?? r.defaultGroupId;
+  const group = ctx.conversation.groupId ?? r.defaultGroupId;
+  const eligible = r.locked.filter(
+    (a) => groupOf(a) === group && (r.active.get(a.id) ?? 0) < capacityOf(a, r.merchant.max),
+  );
+  if (eligible.length === 0) return undefined;
+  const wanted =
+    preferred && preferred.conversationId === ctx.conversation.id
+      ? eligible.find((a) => a.id === preferred.agentId)
+      : undefined;
+  return (
+    wanted ??
+    eligible.sort(
+      (a, b) =>
+        (r.active.get(a.id) ?? 0) - (r.active.get(b.id) ?? 0) ||
+        (a.lastAssignedAt?.getTime() ?? 0) - (b.lastAssignedAt?.getTime() ?? 0) ||
+        a.id.localeCompare(b.id),
+    )[0]
+  );
+}
+
+/**
+ * Serves the merchant's queue, oldest first: each queued conversation goes to the least busy
+ * online agent of its group under capacity (ties: assigned longest ago). One transaction holds
+ * the candidate agents' rows (so two instances draining at once take turns and never exceed a
+ * capacity) and assigns with a compare-and-set on `state = 'queued'` (so each conversation is
+ * assigned exactly once). Returns how many it assigned.
+ */
+export async function drainQueue(
+  deps: Deps,
+  merchantId: string,
+  preferred?: { conversationId: string; agentId: string },
+): Promise<number> {
+  const online = await routableAgents(deps, merchantId);
+  if (online.length === 0) return 0;
+  const now = deps.now();
+  const assigned = await deps.db.transaction(async (tx) => {
+    const routing = await loadRouting(tx, merchantId, online);
+    if (!routing) return 0;
+    const queued = await selectContexts(tx)
+      .where(and(eq(conversations.merchantId, merchantId), eq(conversations.state, 'queued')))
+      .orderBy(asc(conversations.queuedAt), asc(conversations.id))
+      .limit(500)
+      .for('update', { of: conversations });
+    let n = 0;
+    for (const ctx of queued) {
+      const agent = pickAgent(routing, ctx, preferred);
+      if (!agent) continue;
+      if (await assignInTx(deps, tx, ctx, agent, 'routing', now)) {
+        routing.active.set(agent.id, (routing.active.get(agent.id) ?? 0) + 1);
+        agent.lastAssignedAt = new Date(now);
+        n++;
+      }
+    }
+    return n;
+  });
+  if (assigned > 0) await publishOutbox(deps);
+  return assigned;
+}
+
+/** Compare-and-set queued → active for `agent`, with the system message and the events. */
+export async function assignInTx(
+  deps: Deps,
+  tx: Tx,
+  ctx: ConversationContext,
+  agent: Agent,
+  by: 'routing' | 'claim',
+  now: number,
+): Promise<boolean> {
+  const c = ctx.conversation;
+  const [updated] = await tx
+    .update(conversations)
+    .set({ state: 'active', agentId: agent.id, version: c.version + 1, assignedAt: new Date(now) })
+    .where(and(eq(conversations.id, c.id), eq(conversations.state, 'queued'), eq(conversations.version, c.version)))
+    .returning();
+  if (!updated) return false;
+  await tx
+    .update(agents)
+    .set({ lastAssignedAt: new Date(now) })
+    .where(eq(agents.id, agent.id));
+  ctx.conversation = updated;
+  const brief = { agentId: agent.id, nickname: agent.nickname, avatar: agent.avatar };
+  await appendMessage(deps, tx, ctx, {
+    senderType: 'system',
+    senderId: '',
+    clientMsgId: null,
+    type: 'system',
+    content: `${agent.nickname} joined the conversation`,
+    meta: { event: 'assigned', agent_id: agent.id, nickname: agent.nickname, by },
+  });
+  const data = { conversationId: c.id, visitorId: c.visitorId, state: 'active' as const, agent: brief, by };
+  await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.assigned', data);
+  await enqueueEvent(tx, agentChannel(agent.id), 'conversation.assigned', data);
+  await enqueueEvent(tx, ctx.visitorChannel, 'conversation.assigned', data);
+  return true;
+}
+
+/** Drains the queue of a merchant named by bid (presence changes know the bid); never throws. */
+export async function drainQueueQuietly(deps: Deps, merchant: { bid: string } | { merchantId: string }) {
+  try {
+    let merchantId: string | undefined;
+    if ('merchantId' in merchant) merchantId = merchant.merchantId;
+    else {
+      const [row] = await deps.db.select({ id: merchants.id }).from(merchants).where(eq(merchants.bid, merchant.bid));
+      merchantId = row?.id;
+    }
+    if (merchantId) await drainQueue(deps, merchantId);
+  } catch (error) {
+    deps.log.warn({ err: (error as Error).message }, 'chat: queue drain failed, the periodic drain retries');
+  }
+}
+
+/** The periodic safety net: drains the queue of every merchant that has queued conversations. */
+export async function drainAllQueues(deps: Deps): Promise<number> {
+  const rows = await deps.db
+    .selectDistinct({ merchantId: conversations.merchantId })
+    .from(conversations)
+    .where(eq(conversations.state, 'queued'));
+  let n = 0;
+  for (const { merchantId } of rows) n += await drainQueue(deps, merchantId);
+  return n;
+}

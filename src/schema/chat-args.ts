@@ -1,0 +1,15 @@
+import type { GraphQLContext } from './builder.js';
+
+/**
+ * What the chat's GraphQL files (conversation.ts, message.ts) share. Fields that both sides use
+ * act for whoever calls: a request with a visitor bearer token is the visitor (its own
+ * conversation), otherwise the agent of the Session, who names the visitor.
+ */
+
+export const chatViewer = (ctx: GraphQLContext) => (ctx.identity === 'visitor' ? ctx.visitor() : ctx.agent());
+
+/** GraphQL gives absent optional arguments as null; the domain's inputs want them absent. */
+export const defined = <T extends Record<string, unknown>>(args: T) =>
+  Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined)) as {
+    [K in keyof T]: Exclude<T[K], null>;
+  };
