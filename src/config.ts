@@ -83,6 +83,20 @@ export interface AttachmentsConfig {
   unreferencedTtlSeconds: number;
   /** Uploads per identity (visitor or agent) per minute. */
   uploadsPerMinute: number;
+  /** Bytes a visitor may upload per hour (all its uploads counted, sent as messages or not). */
+  uploadBytesPerVisitorPerHour: number;
+  /** Bytes visitors from one client address may upload per hour, whatever their tokens. */
+  uploadBytesPerAddressPerHour: number;
+  /** The pixel budget of an image upload, every frame of an animation counted. */
+  imageMaxPixels: number;
+  /** Image re-encoding jobs at once on the instance. */
+  imageWorkers: number;
+  /** Image re-encoding jobs at once for one merchant. */
+  imageWorkersPerMerchant: number;
+  /** Image jobs of one merchant waiting for a slot at once (more are refused at once). */
+  imageQueuePerMerchant: number;
+  /** How long an image job waits for a slot before it is refused (503, Retry-After). */
+  imageQueueTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -154,8 +168,15 @@ const envSchema = z.object({
     .regex(/^[\w./-]{0,128}$/)
     .default(''),
   ATTACHMENT_URL_TTL_SECONDS: int(60, 7 * 86400).default(3600),
-  ATTACHMENT_UNREFERENCED_TTL_SECONDS: int(60, 365 * 86400).default(86400),
+  ATTACHMENT_UNREFERENCED_TTL_SECONDS: int(60, 365 * 86400).default(3600),
   UPLOADS_PER_MINUTE: int(1, 10_000).default(20),
+  UPLOAD_BYTES_PER_VISITOR_PER_HOUR: int(1024, 2 ** 50).default(200 * 1024 ** 2),
+  UPLOAD_BYTES_PER_ADDRESS_PER_HOUR: int(1024, 2 ** 50).default(1024 ** 3),
+  IMAGE_MAX_PIXELS: int(1, 1_000_000_000).default(16_777_216),
+  IMAGE_WORKERS: int(1, 256).default(2),
+  IMAGE_WORKERS_PER_MERCHANT: int(1, 256).default(1),
+  IMAGE_QUEUE_PER_MERCHANT: int(0, 100_000).default(16),
+  IMAGE_QUEUE_TIMEOUT_MS: int(100, 600_000).default(10_000),
 });
 
 /** Every environment variable the gateway reads (.env.example documents each; a test checks it). */
@@ -259,6 +280,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       urlTtlSeconds: e.ATTACHMENT_URL_TTL_SECONDS,
       unreferencedTtlSeconds: e.ATTACHMENT_UNREFERENCED_TTL_SECONDS,
       uploadsPerMinute: e.UPLOADS_PER_MINUTE,
+      uploadBytesPerVisitorPerHour: e.UPLOAD_BYTES_PER_VISITOR_PER_HOUR,
+      uploadBytesPerAddressPerHour: e.UPLOAD_BYTES_PER_ADDRESS_PER_HOUR,
+      imageMaxPixels: e.IMAGE_MAX_PIXELS,
+      imageWorkers: e.IMAGE_WORKERS,
+      imageWorkersPerMerchant: e.IMAGE_WORKERS_PER_MERCHANT,
+      imageQueuePerMerchant: e.IMAGE_QUEUE_PER_MERCHANT,
+      imageQueueTimeoutMs: e.IMAGE_QUEUE_TIMEOUT_MS,
     },
   };
 }

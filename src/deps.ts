@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 import { type Database, openDatabase } from './db/client.js';
 import type { Logger } from './log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
+import { createImagePool } from './resolvers/attachments/images.js';
+import type { WorkPool } from './resolvers/attachments/work-pool.js';
 import { createMerchantConfigCache, type MerchantConfigCache } from './resolvers/merchant-config.js';
 import { createRealtimeService, type RealtimeService } from './resolvers/realtime.js';
 import { type EventBus, memoryEventBus, redisEventBus } from './stores/bus.js';
@@ -37,6 +39,8 @@ export interface Deps {
   configCache: MerchantConfigCache;
   /** Where attachment bytes live: a local directory or an S3-compatible bucket (README "Attachments"). */
   storage: ObjectStorage;
+  /** The instance's bounded pool of image re-encoding jobs (src/resolvers/attachments/images.ts). */
+  imageWork: WorkPool;
   now: () => number;
 }
 
@@ -88,6 +92,7 @@ export async function buildDeps(
     metrics: createMetrics({ enabled: config.metricsEnabled }),
     now: Date.now,
     storage,
+    imageWork: createImagePool(config.attachments),
     realtime: undefined as unknown as RealtimeService, // set below: the service reads these deps
     configCache: undefined as unknown as MerchantConfigCache, // set below, likewise
     async close() {

@@ -15,6 +15,7 @@ import {
   type SessionTerminator,
   setMerchantSetting,
 } from '../resolvers/admin.js';
+import { purgeUploads } from '../resolvers/attachments/purge.js';
 
 /** Where a command writes: its result (JSON) to `out`, notes for the operator to `err`. */
 export interface CliIO {
@@ -128,6 +129,21 @@ export const COMMANDS: Record<string, Command> = {
     summary: 'Revoke a visitor token.',
     options: { token: opt('the visitor token') },
     run: ({ deps }, v) => revokeOperatorVisitorToken(deps, { token: v.token }),
+  },
+  'attachments:purge': {
+    summary:
+      'Remove every upload of one uploader of a merchant (rows and stored objects, sent as messages or not); messages keep their text and lose the attachment.',
+    options: {
+      bid: opt('merchant bid'),
+      visitor: opt('the visitor uid'),
+      agent: opt('the agent login name'),
+    },
+    run: ({ deps }, v) =>
+      purgeUploads(deps, {
+        bid: (v.bid as string | undefined) ?? '',
+        visitor: v.visitor as string | undefined,
+        agent: v.agent as string | undefined,
+      }),
   },
   'event:publish': {
     summary:

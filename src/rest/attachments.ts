@@ -5,7 +5,8 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
-import { queryOf } from '../http/request.js';
+import { clientIp, queryOf } from '../http/request.js';
+import { discardUpload } from '../resolvers/attachments/cleanup.js';
 import { type AttachmentVariant, authorizeDownload, rendersInline } from '../resolvers/attachments/download.js';
 import {
   ATTACHMENT_KINDS,
@@ -73,14 +74,16 @@ const upload = (identity: 'visitor' | 'agent', path: string) =>
     documented: uploadRequest,
     raw: { contentType: 'application/json', description: 'The stored attachment (envelope).', schema: uploadAnswer },
     errors: {
-      400: 'Not multipart, no field `file`, an unknown kind, or a type not accepted (1000).',
+      400: 'Not multipart, no field `file`, an unknown kind, a type not accepted, or a video that is not a movie (1000).',
       403: 'The kind’s switch is off (1403), or a ticket agent.',
-      413: 'The file passed the merchant’s limit for its kind (1413), refused as soon as it is passed: the bootstrap’s `upload_limits` (by default 20 MiB for an image, a file or a voice message, 100 MiB for a video).',
+      413: 'The file passed the merchant’s limit for its kind (1413), refused as soon as it is passed: the bootstrap’s `upload_limits` (by default 20 MiB for an image, a file or a voice message, 100 MiB for a video); or the storage quota, or the image pixel budget `IMAGE_MAX_PIXELS` (every frame counted).',
+      429: 'Too many uploads, or the visitor’s or address’s byte budget used up (1429); see Retry-After.',
+      503: 'Image processing is busy (1503); see Retry-After.',
     },
     onError: ({ deps, req, res }, error) => refuseUpload(deps, req, res, error),
     handle: ({ deps, req, res, viewer }) =>
       streamUpload(deps, deps.storage, req, res, async () =>
-        uploaderOf(viewer.kind === 'agent' ? requireOnlineReception(viewer) : viewer),
+        uploaderOf(viewer.kind === 'agent' ? requireOnlineReception(viewer) : viewer, clientIp(req, deps.config)),
       ),
   });
 
@@ -92,10 +95,14 @@ const download = (variant: AttachmentVariant, path: string) =>
     tag: 'Attachments',
     summary: variant === 'file' ? 'Download an attachment' : 'An image attachment’s thumbnail',
     description:
-      'With the signed `expires` and `sig` of its `url` (no header needed, so `<img>` works), or the visitor bearer of its conversation, or an agent Session of its merchant; anyone else gets 404. Sent with `X-Content-Type-Options: nosniff` and as a download unless a plain image, audio or video; byte ranges (206, 416).',
+      'With the signed `expires` and `sig` of its `url` (no header needed, so `<img>` works), or the visitor bearer of its conversation, or an agent Session of its merchant (a ticket agent: 1403, as on the chat endpoints); anyone else gets 404. Sent with `X-Content-Type-Options: nosniff` and as a download unless a plain image, audio or video; byte ranges (206, 416).',
     documented: downloadRequest,
     raw: { contentType: 'application/octet-stream', description: 'The bytes (the stored type).', statuses: [200, 206] },
-    errors: { 404: 'No such attachment for this caller (1404).', 416: 'The range lies outside the file.' },
+    errors: {
+      403: 'A ticket agent without a signed URL (1403).',
+      404: 'No such attachment for this caller (1404).',
+      416: 'The range lies outside the file.',
+    },
     handle: ({ deps, req, res, viewer }) => serveAttachment(deps, deps.storage, req, res, variant, async () => viewer),
   });
 
@@ -226,6 +233,8 @@ export async function streamUpload(
   identify: () => Promise<Uploader>,
 ) {
   let answered = false;
+  /** The domain's work on the file, once it started: a refusal is answered only after it has cleaned up. */
+  let receiving: Promise<AttachmentView | undefined> | undefined;
   const refuse = (error: unknown) => {
     if (answered) return;
     answered = true;
@@ -256,11 +265,20 @@ export async function streamUpload(
       }
       let started = false;
       let fileStream: Readable | undefined;
+      const cancel = new AbortController();
+      /** A refusal of the adapter's own (the body, the form): the domain's work on the file stops with it. */
+      const fail = (error: unknown) => {
+        const reason = error instanceof Error ? error : new Error(String(error));
+        // A file still arriving fails with the reason (seen by the domain's pipeline, perhaps not
+        // attached yet: hence the listener); after it, the signal stops the domain's work.
+        fileStream?.on('error', () => {}).destroy(reason);
+        cancel.abort(reason);
+        reject(error);
+      };
       // 'close' also comes after a body read to its end: only an incomplete one is an abort.
       const abort = () => {
         if (req.complete) return;
-        fileStream?.destroy(new Error('client aborted the upload'));
-        reject(new Error('client aborted the upload'));
+        fail(new Error('client aborted the upload'));
       };
       req.once('close', abort);
       parser.on('field', (name, value) => {
@@ -269,7 +287,7 @@ export async function streamUpload(
           if (kind && started) throw badInput('Give kind before the file (or as a query parameter)');
           if (kind) declareKind(policy, kind, contentLength);
         } catch (error) {
-          reject(error);
+          fail(error);
         }
       });
       parser.on('file', (name, stream, info) => {
@@ -280,25 +298,35 @@ export async function streamUpload(
         }
         started = true;
         fileStream = stream;
-        receiveUpload(deps, storage, uploader, policy, { stream, name: info.filename })
-          .then((view) => {
+        receiving = receiveUpload(deps, storage, uploader, policy, {
+          stream,
+          name: info.filename,
+          signal: cancel.signal,
+        }).then(
+          (view) => {
             req.off('close', abort);
             resolve(view);
-          })
-          .catch(reject);
+            return view;
+          },
+          (error: unknown) => {
+            reject(error);
+            return undefined;
+          },
+        );
       });
       parser.on('close', () => {
         if (!started) reject(badInput('Field "file" is required'));
       });
-      parser.on('error', () => {
-        fileStream?.destroy(new Error('malformed multipart body'));
-        reject(badInput('Malformed multipart body'));
-      });
+      parser.on('error', () => fail(badInput('Malformed multipart body')));
       req.pipe(parser);
     });
     answered = true;
     sendOk(res, toAttachmentWire(result));
   } catch (error) {
+    // Nothing of a refused upload is left by the time it is answered: no scratch file, no object,
+    // no row (an upload that finished as the request was being refused is removed again).
+    const finished = await receiving;
+    if (finished) await discardUpload(deps, storage, finished.attachmentId).catch(() => {});
     // A client that went away gets no answer (there is no one to read it).
     if (req.socket.destroyed) return;
     refuse(error);

@@ -12,8 +12,8 @@ export interface Limit {
 }
 
 export interface RateLimiter {
-  /** Counts one attempt; throws RATE_LIMITED with the wait when over the limit. */
-  consume(subject: string, message: (waitSeconds: number) => string): Promise<void>;
+  /** Counts one attempt (or `points`, e.g. bytes); throws RATE_LIMITED with the wait when over the limit. */
+  consume(subject: string, message: (waitSeconds: number) => string, points?: number): Promise<void>;
   /** Whether `subject` is currently over the limit, without counting. */
   isBlocked(subject: string): Promise<number>;
   reset(subject: string): Promise<void>;
@@ -53,9 +53,9 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
         })
       : new RateLimiterMemory(options);
     const rateLimiter: RateLimiter = {
-      async consume(subject, message) {
+      async consume(subject, message, points = 1) {
         try {
-          await limiter.consume(subject);
+          await limiter.consume(subject, points);
         } catch (error) {
           // Anything but a refusal is the store failing (e.g. "Redis connection is not ready").
           if (!(error instanceof RateLimiterRes)) throw storeFailure(error);

@@ -12,15 +12,12 @@ import {
 } from '../../src/resolvers/attachments/cleanup.js';
 import { uploaderOf } from '../../src/resolvers/attachments/policy.js';
 import { agentSession, visitorToken } from '../support/clients.js';
+import { movie } from '../support/media.js';
 import { withClockAhead } from '../support/test-app.js';
 import { ALL_ON, attachmentsWorld, DRIVERS, setMerchant, stored, upload } from './attachments.fixtures.js';
 
-const mp4 = (size: number) => {
-  const b = Buffer.alloc(size);
-  for (let i = 0; i < size; i++) b[i] = i % 251;
-  Buffer.from('\0\0\0\x18ftypisom\0\0\0\0isomiso2', 'latin1').copy(b);
-  return b;
-};
+/** A well-formed MP4 of exactly `size` bytes (ftyp, moov with a video track, mdat). */
+const mp4 = (size: number) => movie({ size });
 
 const get = (base: string, path: string, headers: Record<string, string> = {}) => fetch(base + path, { headers });
 const unsigned = (url: string) => url.split('?')[0] ?? url;

@@ -1,6 +1,8 @@
 import sharp from 'sharp';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { attachments } from '../../src/db/schema.js';
 import { agentSession, visitorToken } from '../support/clients.js';
+import { movie } from '../support/media.js';
 import {
   ALL_ON,
   attachmentsWorld,
@@ -24,12 +26,8 @@ const jpegWithExif = () =>
     .jpeg()
     .withExif({ IFD0: { Copyright: 'secret-owner', Artist: 'secret-artist', ImageDescription: 'secret-location' } })
     .toBuffer();
-/** The start of an MP4 (ftyp box) followed by filler: a video as far as the bytes say. */
-const mp4 = (size: number) => {
-  const b = Buffer.alloc(size, 7);
-  Buffer.from('\0\0\0\x18ftypisom\0\0\0\0isomiso2', 'latin1').copy(b);
-  return b;
-};
+/** A well-formed MP4 of exactly `size` bytes (ftyp, moov with a video track, mdat). */
+const mp4 = (size: number) => movie({ size });
 const ogg = (size: number) => {
   const b = Buffer.alloc(size, 3);
   Buffer.from('OggS\0\x02\0\0\0\0\0\0\0\0OpusHead', 'latin1').copy(b);
@@ -369,9 +367,11 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
       }
     });
 
-    it("the merchant's storage quota: an upload that does not fit is refused and not kept", async () => {
+    it("the merchant's storage quota: an upload that does not fit beside what messages carry is refused and not kept", async () => {
       await setMerchant(w.t, 'demo', { storageQuotaBytes: 6000 });
       expect((await upload(w.t.url, pdf(4000), { bearer: visitor.token })).body.code).toBe(0);
+      // As when a message carries it (README: unreferenced uploads are outside the quota).
+      await w.t.app.deps.db.update(attachments).set({ referencedAt: new Date() });
       const over = await upload(w.t.url, pdf(4000), { bearer: visitor.token });
       expect(over.status).toBe(413);
       expect(over.body.msg).toContain('storage_quota_bytes');

@@ -89,6 +89,8 @@ export interface UploadOptions {
   kind?: string;
   /** `kind` as a query parameter instead. */
   queryKind?: string;
+  /** More request headers (e.g. X-Forwarded-For behind TRUST_PROXY). */
+  headers?: Record<string, string>;
 }
 
 /** A multipart upload with fetch (which sends a Content-Length); the parsed envelope. */
@@ -100,12 +102,12 @@ export async function upload(base: string, bytes: Buffer, o: UploadOptions) {
     new Blob([new Uint8Array(bytes)], { type: o.contentType ?? 'application/octet-stream' }),
     o.filename ?? 'f.bin',
   );
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { ...o.headers };
   if (o.bearer) headers.authorization = `Bearer ${o.bearer}`;
   if (o.agentToken) headers.token = o.agentToken;
   const path = (o.path ?? '/visitor/upload') + (o.queryKind ? `?kind=${o.queryKind}` : '');
   const res = await fetch(base + path, { method: 'POST', body: form, headers });
-  return { status: res.status, body: (await res.json()) as Envelope };
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Envelope };
 }
 
 /** The parts of a multipart body around the file's bytes, for uploads written by hand. */

@@ -35,6 +35,7 @@ import { cleanFileName, receiveUpload, THUMBNAIL_PX } from '../../src/resolvers/
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { eventually, factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
+import { movie } from '../support/media.js';
 
 /** Attachments (docs/attachments.md): switches and limits, the type from the bytes, storage, signed downloads. */
 
@@ -315,10 +316,13 @@ describe('Before a byte is read (prepareUpload)', () => {
 
   it("the merchant's storage quota used up → refused; an unknown merchant is not found", async () => {
     const { m, uploader } = await shop(ALL_ON, { storageQuotaBytes: 100 });
+    const referencedAt = new Date(deps.now());
     await prepareUpload(deps, uploader, {});
-    await insertAttachment(m.merchantId, uploader, { size: 99 });
+    await insertAttachment(m.merchantId, uploader, { size: 99, referencedAt });
+    // Uploads no message carries count in their uploader's byte budgets, not in the quota.
+    await insertAttachment(m.merchantId, uploader, { size: 500 });
     await prepareUpload(deps, uploader, {});
-    await insertAttachment(m.merchantId, uploader, { size: 1 });
+    await insertAttachment(m.merchantId, uploader, { size: 1, referencedAt });
     expect(await codeOf(prepareUpload(deps, uploader, {}))).toBe(
       "PAYLOAD_TOO_LARGE: The merchant's attachment storage quota of 100 bytes is used up (storage_quota_bytes)",
     );
@@ -393,11 +397,11 @@ describe('Receiving a file (receiveUpload)', () => {
     const { uploader } = await shop({ voice: 'on', upload_file: 'on' });
     const policy = () => prepareUpload(deps, uploader, {});
     expect((await upload(await policy(), uploader, [latin1('ID3\x04\0rest of the song')])).kind).toBe('voice');
-    expect((await upload(await policy(), uploader, [latin1('\0\0\0\x20ftypisom\0\0')])).kind).toBe('video');
+    expect((await upload(await policy(), uploader, [movie()])).kind).toBe('video');
     // Declared voice: audio, and recorders' video containers, are accepted; a PDF is not.
     const voice = async () => declared(await policy(), 'voice');
     expect((await upload(await voice(), uploader, [latin1('OggS\0\x02vorbis')])).mime).toBe('audio/ogg');
-    expect((await upload(await voice(), uploader, [latin1('\0\0\0\x20ftypisom\0\0')])).kind).toBe('voice');
+    expect((await upload(await voice(), uploader, [movie()])).kind).toBe('voice');
     expect(await codeOf(upload(await voice(), uploader, [latin1('%PDF-1.4')]))).toBe(
       'BAD_USER_INPUT: The file is not audio: application/pdf',
     );
@@ -405,7 +409,7 @@ describe('Receiving a file (receiveUpload)', () => {
     expect(await codeOf(upload(await video(), uploader, [latin1('ID3\x04\0')]))).toBe(
       'BAD_USER_INPUT: The file is not a video: audio/mpeg',
     );
-    expect((await upload(await video(), uploader, [latin1('\0\0\0\x20ftypqt  \0')])).mime).toBe('video/quicktime');
+    expect((await upload(await video(), uploader, [movie({ brand: 'qt  ' })])).mime).toBe('video/quicktime');
     // An image whose switch is off: refused once the bytes say so.
     expect(await codeOf(upload(await policy(), uploader, [await png()]))).toMatch(/^FORBIDDEN: .*\(upload_img\)$/);
     const declaredFile = async () => declared(await policy(), 'file');
@@ -468,7 +472,7 @@ describe('Receiving a file (receiveUpload)', () => {
   it('the quota is checked again when the row is written: two uploads cannot both take the last bytes', async () => {
     const { m, uploader } = await shop(ALL_ON, { storageQuotaBytes: 1000 });
     const policy = await prepareUpload(deps, uploader, {});
-    await insertAttachment(m.merchantId, uploader, { size: 995 });
+    await insertAttachment(m.merchantId, uploader, { size: 995, referencedAt: new Date(deps.now()) });
     expect(await codeOf(upload(policy, uploader, [Buffer.from('123456')]))).toMatch(/^PAYLOAD_TOO_LARGE: .*quota/);
     expect(await kept(m.merchantId)).toEqual({ rows: 1, objects: 0, incoming: 0 });
     // Exactly the rest of the quota fits.

@@ -1,6 +1,6 @@
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { and, inArray, isNull, lt } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lt } from 'drizzle-orm';
 import { attachments } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import type { ObjectStorage } from '../../stores/storage/index.js';
@@ -51,6 +51,21 @@ export async function removeUnreferencedAttachments(deps: Deps, storage: ObjectS
   }
   if (removed > 0) deps.log.info({ removed }, 'unreferenced attachments removed');
   return removed;
+}
+
+/**
+ * Removes one upload no message carries yet (row and objects): an upload that finished while its
+ * request was being refused (the adapter answers the refusal, so the file must not stay).
+ */
+export async function discardUpload(deps: Deps, storage: ObjectStorage, attachmentId: string): Promise<void> {
+  const gone = await deps.db
+    .delete(attachments)
+    .where(and(eq(attachments.id, attachmentId), isNull(attachments.referencedAt)))
+    .returning({ storageKey: attachments.storageKey, thumbnailKey: attachments.thumbnailKey });
+  for (const a of gone) {
+    await storage.delete(a.storageKey);
+    if (a.thumbnailKey) await storage.delete(a.thumbnailKey);
+  }
 }
 
 /** An object key of an upload (`{merchant_id}/{attachment_id}`, or its thumbnail's): the attachment id. */

@@ -4,7 +4,7 @@ import { attachments, messages } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import type { AttachmentView } from '../event-catalog.js';
-import type { AgentViewer, VisitorViewer } from '../viewer.js';
+import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { IMAGE_MIMES } from './sniff.js';
 
 /** Downloads: signed expiring URLs, the views clients see, who may fetch an attachment. */
@@ -81,8 +81,9 @@ export async function loadAttachmentViews(
 
 /**
  * Authorizes a download: a valid signed URL, or an identity that may see the attachment (any
- * agent of its merchant; the visitor who uploaded it or whose conversation carries it). Anything
- * else, another merchant included, is "not found", so ids leak nothing.
+ * agent of its merchant with online reception; the visitor who uploaded it or whose conversation
+ * carries it). A ticket agent of its merchant is refused as on every chat endpoint (FORBIDDEN);
+ * anything else, another merchant included, is "not found", so ids leak nothing.
  */
 export async function authorizeDownload(
   deps: Deps,
@@ -103,7 +104,11 @@ export async function authorizeDownload(
   }
   const viewer = await request.viewer().catch(() => undefined);
   if (!row || !viewer || viewer.merchantId !== row.merchantId) throw notFound();
-  if (viewer.kind === 'agent') return row;
+  // The chat's rule: a ticket agent has no online reception (1403), so no unsigned download either.
+  if (viewer.kind === 'agent') {
+    requireOnlineReception(viewer);
+    return row;
+  }
   if (row.uploaderType === 'visitor' && row.uploaderId === viewer.visitorId) return row;
   const [carried] = await deps.db
     .select({ id: messages.id })

@@ -1,10 +1,11 @@
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, isNotNull, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.js';
 import { type AttachmentKind, attachments, type Merchant } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
 import { loadUploadPolicy, uploadLimitsOf } from '../merchant.js';
 import type { AgentViewer, VisitorViewer } from '../viewer.js';
+import { requireByteBudget } from './budgets.js';
 
 /**
  * Attachments (this folder): what a merchant allows (policy.ts), the type of a file from its
@@ -23,12 +24,16 @@ export interface Uploader {
   type: 'visitor' | 'agent';
   id: string;
   merchantId: string;
+  /** The client address the upload comes from (visitors' byte budget per address), when known. */
+  address?: string;
 }
 
-export const uploaderOf = (viewer: VisitorViewer | AgentViewer): Uploader =>
-  viewer.kind === 'visitor'
+export const uploaderOf = (viewer: VisitorViewer | AgentViewer, address?: string): Uploader => ({
+  ...(viewer.kind === 'visitor'
     ? { type: 'visitor', id: viewer.visitorId, merchantId: viewer.merchantId }
-    : { type: 'agent', id: viewer.agentId, merchantId: viewer.merchantId };
+    : { type: 'agent', id: viewer.agentId, merchantId: viewer.merchantId }),
+  ...(address ? { address } : {}),
+});
 
 /** The bootstrap's switch of each kind (`upload_limits` and these switches come from the same merchant row). */
 const SWITCH_OF = { image: 'upload_img', file: 'upload_file', video: 'upload_file', voice: 'voice' } as const;
@@ -76,8 +81,9 @@ export const tooLarge = (m: Merchant, kind: AttachmentKind) =>
   );
 
 /**
- * Checks an upload before a byte of it is read: the identity's upload rate, the declared kind's
- * switch, a `Content-Length` that already says the file is too large, a storage quota used up.
+ * Checks an upload before a byte of it is read: the identity's upload rate and byte budgets, the
+ * declared kind's switch, a `Content-Length` that already says the file is too large, a storage
+ * quota used up.
  */
 export async function prepareUpload(
   deps: Deps,
@@ -111,6 +117,7 @@ export async function prepareUpload(
       `${uploader.type}:${uploader.id}`,
       (wait) => `Too many uploads: at most ${perMinute} a minute, retry in ${wait} s`,
     );
+  await requireByteBudget(deps, uploader);
   if ((await storageUsed(deps.db, merchant.id)) >= merchant.storageQuotaBytes) throw quotaExceeded(merchant);
   return policy;
 }
@@ -135,10 +142,21 @@ export const quotaExceeded = (m: Merchant) =>
     `The merchant's attachment storage quota of ${m.storageQuotaBytes} bytes is used up (storage_quota_bytes)`,
   );
 
+/**
+ * Bytes that count in the merchant's quota: the attachments messages carry. An upload no message
+ * references yet counts only in its uploader's byte budgets and goes after
+ * ATTACHMENT_UNREFERENCED_TTL_SECONDS, so anonymous uploads cannot use up a merchant's quota
+ * (every upload of its agents would then be refused); sending one as a message brings it in
+ * (claim.ts checks the quota then).
+ */
 export async function storageUsed(db: Db, merchantId: string): Promise<number> {
   const [row] = await db
     .select({ used: sql<string>`coalesce(sum(${attachments.size}), 0)` })
     .from(attachments)
-    .where(eq(attachments.merchantId, merchantId));
+    .where(and(eq(attachments.merchantId, merchantId), isNotNull(attachments.referencedAt)));
   return Number(row?.used ?? 0);
 }
+
+/** Takes the merchant's quota lock for the rest of the transaction: quota checks of a merchant run one at a time. */
+export const lockQuota = (tx: Db, merchantId: string) =>
+  tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`attachments:${merchantId}`}))`);

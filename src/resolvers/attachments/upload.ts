@@ -4,7 +4,6 @@ import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { sql } from 'drizzle-orm';
 import { type AttachmentKind, attachments } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
@@ -12,9 +11,14 @@ import { newId, newSecret } from '../../ids.js';
 import type { ObjectStorage } from '../../stores/storage/index.js';
 import { countStreamedBytes } from '../../stores/storage/stream-garbage.js';
 import type { AttachmentView } from '../event-catalog.js';
+import { UNSAFE_IN_NAMES } from '../inputs.js';
+import { spendByteBudget } from './budgets.js';
 import { attachmentViewOf } from './download.js';
+import { reencodeImage } from './images.js';
+import { IsoBoxWalker } from './iso-boxes.js';
 import {
   limitOf,
+  lockQuota,
   quotaExceeded,
   requireSwitch,
   storageUsed,
@@ -22,14 +26,11 @@ import {
   type Uploader,
   type UploadPolicy,
 } from './policy.js';
-import { kindFor, SNIFF_BYTES, type Sniffed, sniff } from './sniff.js';
+import { IMAGE_MIMES, kindFor, SNIFF_BYTES, type Sniffed, sniff } from './sniff.js';
 
 /** Receiving an upload: streamed to a scratch file while inspected, images re-encoded, stored, recorded. */
 
-/** Longest side of a thumbnail, in pixels (WebP). */
-export const THUMBNAIL_PX = 320;
-/** Images with more pixels than this are refused (decompression bombs). */
-const MAX_IMAGE_PIXELS = 50_000_000;
+export { THUMBNAIL_PX } from './images.js';
 
 /**
  * Counts and inspects the bytes as they pass: the kind is decided from the first bytes, and
@@ -40,6 +41,8 @@ class UploadInspector extends Transform {
   decided?: { kind: AttachmentKind; sniffed: Sniffed; limit: number };
   private head: Buffer[] = [];
   private headBytes = 0;
+  /** The box structure of an MP4/QuickTime video or voice upload, checked as it passes. */
+  private movie?: IsoBoxWalker;
 
   constructor(private readonly policy: UploadPolicy) {
     super();
@@ -54,6 +57,8 @@ class UploadInspector extends Transform {
         this.head.push(chunk);
         this.headBytes += chunk.length;
         if (this.headBytes >= SNIFF_BYTES) this.decide();
+      } else {
+        this.movie?.push(chunk);
       }
       this.checkSize();
       done(null, chunk);
@@ -66,6 +71,7 @@ class UploadInspector extends Transform {
     try {
       if (this.bytes === 0) throw badInput('The file is empty');
       if (!this.decided) this.decide();
+      if (this.movie) this.checkMovie(this.movie);
       this.checkSize();
       done();
     } catch (error) {
@@ -74,11 +80,32 @@ class UploadInspector extends Transform {
   }
 
   private decide() {
-    const sniffed = sniff(Buffer.concat(this.head).subarray(0, SNIFF_BYTES));
+    const head = Buffer.concat(this.head);
+    const sniffed = sniff(head.subarray(0, SNIFF_BYTES));
     this.head = [];
     const kind = kindFor(sniffed, this.policy.declaredKind);
     requireSwitch(this.policy.merchant, kind);
     this.decided = { kind, sniffed, limit: limitOf(this.policy.merchant, kind) };
+    // "A video must be a video": an ftyp box at byte 4 is only a claim (iso-boxes.ts).
+    if ((kind === 'video' || kind === 'voice') && head.toString('latin1', 4, 8) === 'ftyp') {
+      this.movie = new IsoBoxWalker();
+      this.movie.push(head);
+    }
+  }
+
+  /** At the end of a movie: its structure, and a track of its kind (a derived video with sound only is voice). */
+  private checkMovie(walker: IsoBoxWalker) {
+    const { handlers } = walker.end();
+    const decided = this.decided;
+    if (!decided) return;
+    if (decided.kind === 'voice' && !handlers.has('soun') && !handlers.has('vide'))
+      throw badInput('The file is not audio: it has no sound or video track');
+    if (decided.kind !== 'video' || handlers.has('vide')) return;
+    if (this.policy.declaredKind === 'video' || !handlers.has('soun'))
+      throw badInput('The file is not a video: it has no video track');
+    requireSwitch(this.policy.merchant, 'voice');
+    const mime = decided.sniffed.mime === 'video/mp4' ? 'audio/mp4' : decided.sniffed.mime;
+    this.decided = { kind: 'voice', sniffed: { mime, family: 'audio' }, limit: limitOf(this.policy.merchant, 'voice') };
   }
 
   private checkSize() {
@@ -91,21 +118,26 @@ class UploadInspector extends Transform {
   }
 }
 
-/** A file name fit to show and to put in a Content-Disposition: no path, no control characters. */
+/**
+ * A file name fit to show and to put in a Content-Disposition: no path, no quotes, and, as in
+ * nicknames, no control or bidirectional characters (`invoice\u202Efdp.exe` would read
+ * `invoiceexe.pdf`).
+ */
 export function cleanFileName(raw: string | undefined): string {
   const base = (raw ?? '').split(/[\\/]/).pop() ?? '';
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is removed
-  const cleaned = base.replace(/[\u0000-\u001f\u007f"]/g, '').trim();
+  const cleaned = base.replace(UNSAFE_IN_NAMES, '').replaceAll('"', '').trim();
   return [...(cleaned || 'file')].slice(0, 200).join('');
 }
 
 export const incomingDir = (deps: Deps) => join(deps.config.attachments.dir, 'incoming');
 
 /**
- * Receives one uploaded file: streams it to a scratch file while counting and sniffing it,
- * refuses it as soon as it breaks a rule, re-encodes images (dropping EXIF and other
- * metadata) with a thumbnail, stores the finished object(s), then records the attachment
- * under the merchant's quota. Whatever fails (a refusal, a client that aborts, a storage
+ * Receives one uploaded file: streams it to a scratch file while counting and sniffing it (a
+ * movie's box structure included), refuses it as soon as it breaks a rule, re-encodes image
+ * bytes whatever the declared kind (dropping EXIF and other metadata, under the pixel budget and
+ * in the image-work pool; a thumbnail for kind image), spends the uploader's byte budgets,
+ * stores the finished object(s), then records the attachment (its bytes count in the merchant's
+ * quota once a message carries it: the check here keeps an upload that could never fit out). Whatever fails (a refusal, a client that aborts, a storage
  * error), nothing is left behind: no scratch file, no object, no row.
  */
 export async function receiveUpload(
@@ -113,32 +145,43 @@ export async function receiveUpload(
   storage: ObjectStorage,
   uploader: Uploader,
   policy: UploadPolicy,
-  file: { stream: Readable; name?: string },
+  file: {
+    stream: Readable;
+    name?: string;
+    /** Aborted when the adapter refuses the request meanwhile: the upload then stops and cleans up. */
+    signal?: AbortSignal;
+  },
 ): Promise<AttachmentView> {
+  const { signal } = file;
   const id = newId('att');
   await mkdir(incomingDir(deps), { recursive: true });
   const spool = join(incomingDir(deps), `${id}.${newSecret(6)}`);
   const scratch = [spool];
   const stored: string[] = [];
+  let refund: (() => Promise<void>) | undefined;
   try {
     const inspector = new UploadInspector(policy);
     const scratchFile = createWriteStream(spool, { flags: 'wx' });
     // Opened before anything can fail, so the removal below never races the file's creation.
     await once(scratchFile, 'open');
     await pipeline(file.stream, inspector, scratchFile);
+    signal?.throwIfAborted();
     const decided = inspector.decided;
     if (!decided) throw badInput('The file is empty');
     const { kind } = decided;
-    let mime = decided.sniffed.mime;
+    const mime = decided.sniffed.mime;
     let body = spool;
     let thumbnail: string | undefined;
-    if (kind === 'image') {
+    // Image bytes lose their metadata (EXIF, GPS…) whatever the declared kind; only images get a thumbnail.
+    if ((IMAGE_MIMES as readonly string[]).includes(mime)) {
       body = `${spool}.clean`;
-      thumbnail = `${spool}.thumb`;
-      scratch.push(body, thumbnail);
-      mime = await cleanImage(spool, body, thumbnail, mime);
+      thumbnail = kind === 'image' ? `${spool}.thumb` : undefined;
+      scratch.push(body, ...(thumbnail ? [thumbnail] : []));
+      await reencodeImage(deps, uploader.merchantId, { source: spool, target: body, thumbnail, mime }, signal);
+      signal?.throwIfAborted();
     }
     const size = (await stat(body)).size;
+    refund = await spendByteBudget(deps, uploader, size);
     const storageKey = `${uploader.merchantId}/${id}`;
     const thumbnailKey = thumbnail ? `${storageKey}.thumb.webp` : null;
     stored.push(storageKey);
@@ -148,9 +191,10 @@ export async function receiveUpload(
       const thumbSize = (await stat(thumbnail)).size;
       await storage.putFile(thumbnailKey, thumbnail, { contentType: 'image/webp', size: thumbSize });
     }
+    signal?.throwIfAborted();
     const row = await deps.db.transaction(async (tx) => {
       // One upload at a time per merchant passes the quota check, so two cannot both fit in the last bytes.
-      await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`attachments:${uploader.merchantId}`}))`);
+      await lockQuota(tx, uploader.merchantId);
       if ((await storageUsed(tx, uploader.merchantId)) + size > policy.merchant.storageQuotaBytes) {
         throw quotaExceeded(policy.merchant);
       }
@@ -179,36 +223,9 @@ export async function receiveUpload(
   } catch (error) {
     file.stream.destroy();
     await Promise.all(stored.map((key) => storage.delete(key).catch(() => {})));
+    await refund?.().catch(() => {});
     throw error;
   } finally {
     await Promise.all(scratch.map((path) => rm(path, { force: true })));
   }
-}
-
-/** Re-encodes an image in its own format without its metadata (EXIF, GPS, XMP…), and writes a thumbnail. */
-async function cleanImage(source: string, target: string, thumbnail: string, mime: string): Promise<string> {
-  const animated = mime === 'image/gif' || mime === 'image/webp';
-  const { default: sharp } = await import('sharp'); // on first use, as for the captcha
-  try {
-    let image = sharp(source, { limitInputPixels: MAX_IMAGE_PIXELS, animated, failOn: 'error' });
-    // Apply the EXIF orientation before the EXIF goes (a no-op for animations, which carry none).
-    if (!animated) image = image.rotate();
-    const encoded =
-      mime === 'image/jpeg'
-        ? image.jpeg({ quality: 90, mozjpeg: false })
-        : mime === 'image/png'
-          ? image.png()
-          : mime === 'image/webp'
-            ? image.webp({ quality: 90 })
-            : image.gif();
-    await encoded.toFile(target);
-    await sharp(target, { limitInputPixels: MAX_IMAGE_PIXELS })
-      .resize(THUMBNAIL_PX, THUMBNAIL_PX, { fit: 'inside', withoutEnlargement: true })
-      .webp({ quality: 70 })
-      .toFile(thumbnail);
-  } catch (error) {
-    if (error instanceof DomainError) throw error;
-    throw badInput(`The image could not be decoded (${mime})`);
-  }
-  return mime;
 }

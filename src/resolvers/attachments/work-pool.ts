@@ -1,0 +1,112 @@
+import { DomainError } from '../../errors.js';
+
+/**
+ * A bounded pool of expensive work (image re-encoding): at most `slots` jobs at once on the
+ * instance and `slotsPerTenant` per merchant, so one tenant's uploads can never occupy every
+ * slot while another's wait. A job that finds no slot waits in line (first come, first served,
+ * skipping a tenant already at its share) for at most `queueTimeoutMs`, and at most
+ * `queuePerTenant` jobs of a tenant wait at once; past either, the job is refused with
+ * SERVICE_UNAVAILABLE and a `Retry-After` (REST 503, code 1503): the server is busy, the request
+ * was fine and can be sent again.
+ */
+export interface WorkPoolOptions {
+  slots: number;
+  slotsPerTenant: number;
+  queuePerTenant: number;
+  queueTimeoutMs: number;
+  /** What the refusal says is busy, e.g. "Image processing". */
+  what: string;
+}
+
+export interface WorkPool {
+  /**
+   * Runs `work` once a slot of the pool (and of `tenant`) is free; refuses when the line is too
+   * long or too slow. A `signal` that aborts while the job waits takes it out of the line.
+   */
+  run<T>(tenant: string, work: () => Promise<T>, signal?: AbortSignal): Promise<T>;
+  /** Jobs running and waiting now (metrics, tests). */
+  load(): { running: number; waiting: number };
+}
+
+interface Waiter {
+  tenant: string;
+  start: () => void;
+  timer: NodeJS.Timeout;
+}
+
+export function createWorkPool(o: WorkPoolOptions): WorkPool {
+  let running = 0;
+  const runningOf = new Map<string, number>();
+  const waitingOf = new Map<string, number>();
+  const line: Waiter[] = [];
+  const retryAfter = Math.max(1, Math.ceil(o.queueTimeoutMs / 1000));
+  const busy = (why: string) =>
+    new DomainError('SERVICE_UNAVAILABLE', `${o.what} is busy (${why}), retry in ${retryAfter} s`, retryAfter);
+
+  const add = (map: Map<string, number>, tenant: string, n: number) => {
+    const v = (map.get(tenant) ?? 0) + n;
+    if (v === 0) map.delete(tenant);
+    else map.set(tenant, v);
+  };
+  const fits = (tenant: string) => running < o.slots && (runningOf.get(tenant) ?? 0) < o.slotsPerTenant;
+  const take = (tenant: string) => {
+    running++;
+    add(runningOf, tenant, 1);
+  };
+  const release = (tenant: string) => {
+    running--;
+    add(runningOf, tenant, -1);
+    // The oldest waiter whose tenant has room goes next (a tenant at its share does not block the line).
+    for (let i = 0; i < line.length && running < o.slots; i++) {
+      const w = line[i] as Waiter;
+      if (!fits(w.tenant)) continue;
+      line.splice(i, 1);
+      i--;
+      clearTimeout(w.timer);
+      add(waitingOf, w.tenant, -1);
+      take(w.tenant);
+      w.start();
+    }
+  };
+
+  return {
+    async run<T>(tenant: string, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+      signal?.throwIfAborted();
+      if (fits(tenant)) {
+        take(tenant);
+      } else {
+        if ((waitingOf.get(tenant) ?? 0) >= o.queuePerTenant) throw busy(`${o.queuePerTenant} jobs already waiting`);
+        await new Promise<void>((resolve, reject) => {
+          const leave = (error: unknown) => {
+            const at = line.indexOf(waiter);
+            if (at < 0) return;
+            line.splice(at, 1);
+            clearTimeout(waiter.timer);
+            add(waitingOf, tenant, -1);
+            signal?.removeEventListener('abort', aborted);
+            reject(error);
+          };
+          const aborted = () => leave(signal?.reason);
+          const waiter: Waiter = {
+            tenant,
+            start: () => {
+              signal?.removeEventListener('abort', aborted);
+              resolve();
+            },
+            timer: setTimeout(() => leave(busy(`no slot within ${o.queueTimeoutMs} ms`)), o.queueTimeoutMs),
+          };
+          waiter.timer.unref();
+          line.push(waiter);
+          add(waitingOf, tenant, 1);
+          signal?.addEventListener('abort', aborted, { once: true });
+        });
+      }
+      try {
+        return await work();
+      } finally {
+        release(tenant);
+      }
+    },
+    load: () => ({ running, waiting: line.length }),
+  };
+}
