@@ -128,7 +128,26 @@ async function measure(driver: 'local' | 's3') {
   }
 }
 
-/** Streams a fake MP4 of `bytes` bytes as multipart, 64 KiB at a time, with a Content-Length. */
+const box = (type: string, ...payload: Buffer[]) => {
+  const body = Buffer.concat(payload);
+  const header = Buffer.alloc(8);
+  header.writeUInt32BE(8 + body.length, 0);
+  header.write(type, 4, 'latin1');
+  return Buffer.concat([header, body]);
+};
+
+/** The boxes before the media of an MP4 of `bytes` bytes: ftyp, moov (one video track), the mdat header. */
+function movieHead(bytes: number): Buffer {
+  const ftyp = box('ftyp', Buffer.from('isom\0\0\x02\0isomiso2mp41', 'latin1'));
+  const hdlr = box('hdlr', Buffer.alloc(8), Buffer.from('vide', 'latin1'), Buffer.alloc(13));
+  const moov = box('moov', box('mvhd', Buffer.alloc(100)), box('trak', box('mdia', hdlr)));
+  const mdat = Buffer.alloc(8);
+  mdat.writeUInt32BE(bytes - ftyp.length - moov.length, 0);
+  mdat.write('mdat', 4, 'latin1');
+  return Buffer.concat([ftyp, moov, mdat]);
+}
+
+/** Streams an MP4 of `bytes` bytes as multipart, 64 KiB at a time, with a Content-Length. */
 function uploadVideo(base: string, token: string, bytes: number) {
   const boundary = `----bench${Date.now()}`;
   const head = Buffer.from(
@@ -137,8 +156,10 @@ function uploadVideo(base: string, token: string, bytes: number) {
   );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
   const chunk = Buffer.alloc(65536, 0x42);
+  // A well-formed movie (the upload checks the box structure): ftyp, a moov with one video track,
+  // then an mdat header whose size covers the rest of the file.
   const first = Buffer.alloc(65536, 0x42);
-  Buffer.from('\0\0\0\x18ftypisom\0\0\0\0isomiso2', 'latin1').copy(first);
+  movieHead(bytes).copy(first);
   let sent = 0;
   return new Promise<{ code: number; msg: string; data?: { kind: string; size: number } }>((resolve, reject) => {
     const req = request(

@@ -16,7 +16,10 @@ export function sendOk(res: Response, data: unknown, msg = 'ok', status = 200) {
 /** Sends any thrown value as an envelope; unknown errors are logged and masked. */
 export function sendError(res: Response, error: unknown, log: Logger) {
   const domain = classifyError(error);
-  if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE') {
+  // A deliberate "busy, retry later" (it names its wait) is load, not a fault: one line, no stack.
+  if (domain.code === 'SERVICE_UNAVAILABLE' && domain.retryAfterSeconds) {
+    log.warn({ code: domain.code, retryAfterSeconds: domain.retryAfterSeconds }, domain.message);
+  } else if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE') {
     log.error(
       { err: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : error },
       domain.message,
