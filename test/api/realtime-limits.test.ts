@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { seedDemoData } from '../../src/db/seed.js';
-import { SESSION_REVALIDATE_MS } from '../../src/subscriptions/ws.js';
+import { SESSION_REVALIDATE_MS } from '../../src/subscriptions/connection.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp, withClockAhead } from '../support/test-app.js';

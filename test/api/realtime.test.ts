@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { settleExpiredPresence } from '../../src/resolvers/presence.js';
-import { SESSION_REVALIDATE_MS } from '../../src/subscriptions/ws.js';
+import { SESSION_REVALIDATE_MS } from '../../src/subscriptions/connection.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { describeWhen, itWhen } from '../support/required.js';
 import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp, withClockAhead } from '../support/test-app.js';

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { MAX_WS_PAYLOAD_BYTES, originAllowed, SUBSCRIBE_RATE } from '../../src/subscriptions/ws.js';
+import { SUBSCRIBE_RATE } from '../../src/subscriptions/connection.js';
+import { MAX_WS_PAYLOAD_BYTES } from '../../src/subscriptions/limits.js';
+import { originAllowed } from '../../src/subscriptions/origin.js';
 import { visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { rawSocket } from '../support/ws.js';
