@@ -7,6 +7,7 @@ import { loadAgentProfile } from '../resolvers/workbench.js';
 import type { ChannelEvent } from '../stores/bus.js';
 import { globalEventId, positionOfSince } from '../stores/event-id.js';
 import { builder } from './builder.js';
+import { EventPayloadRef, typedPayload } from './event-payloads.js';
 import { AgentRef, AgentStateEnum } from './workbench.js';
 
 const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implement({
@@ -26,6 +27,13 @@ const ChannelEventRef = builder.objectRef<ChannelEvent>('ChannelEvent').implemen
       description: `Event name: one of the gateway's (${eventNames.map((n) => `\`${n}\``).join(', ')}; see docs/realtime.md "Events the gateway publishes"), or one posted to POST /internal/events.`,
     }),
     data: t.expose('data', { type: 'JSON', description: 'Event payload (see docs/realtime.md).' }),
+    payload: t.field({
+      type: EventPayloadRef,
+      nullable: true,
+      description:
+        'The same payload typed, with camelCase fields (`... on MessageCreatedPayload { message { seq content } }`); null for events posted to POST /internal/events.',
+      resolve: (event) => typedPayload(event),
+    }),
     at: t.exposeString('at', { description: 'ISO-8601 publication time.' }),
   }),
 });
