@@ -18,6 +18,8 @@ import { CODES } from '/assets/contract.js';
  * @typedef {{ messages: Message[], has_more: boolean, start_cursor: string | null, end_cursor: string | null }} MessagePage
  * @typedef {{ code: number, msg: string, data: any }} Envelope
  * @typedef {{ clientMsgId: string, content: string, attachment?: Attachment, state: 'sending' | 'failed', error?: string }} Pending
+ * @typedef {{ id: string, conversation_id: string, visitor_id: string, agent_id: string | null, agent_nickname: string,
+ *   after_seq: number, content: string, created_at: number }} Note
  */
 
 /** A new idempotency key: the same key is reused for every retry of one message. */
@@ -41,6 +43,12 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
   const startOf = new Map();
   /** @type {Map<string, number>} the other side's read seq of each conversation */
   const readSeq = new Map();
+  /**
+   * Internal notes (the workbench only), by id. Kept apart from the messages: a note has no seq of
+   * its own, so `lastSeq`, `hasAllUpTo` and `newest` (gap filling, read receipts) never see one.
+   * @type {Map<string, Note>}
+   */
+  const notes = new Map();
 
   const key = (/** @type {Message} */ m) => [startOf.get(m.conversation_id) ?? m.created_at, m.conversation_id, m.seq];
   const compare = (/** @type {Message} */ a, /** @type {Message} */ b) => {
@@ -53,11 +61,41 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
         : Number(aq) - Number(bq);
   };
 
+  /** A message or a note in history order: a note after the message with its `after_seq`, then by time. */
+  const place = (/** @type {{ m?: Message, n?: Note }} */ item) =>
+    item.m
+      ? [startOf.get(item.m.conversation_id) ?? item.m.created_at, item.m.conversation_id, item.m.seq, 0, 0]
+      : item.n
+        ? [
+            startOf.get(item.n.conversation_id) ?? item.n.created_at,
+            item.n.conversation_id,
+            item.n.after_seq,
+            1,
+            item.n.created_at,
+          ]
+        : [0, '', 0, 0, 0];
+  const comparePlaces = (/** @type {{ m?: Message, n?: Note }} */ a, /** @type {{ m?: Message, n?: Note }} */ b) => {
+    const pa = place(a);
+    const pb = place(b);
+    for (let i = 0; i < pa.length; i++) {
+      const x = pa[i];
+      const y = pb[i];
+      if (x === y) continue;
+      return typeof x === 'string' ? x.localeCompare(String(y)) : Number(x) - Number(y);
+    }
+    return 0;
+  };
+
   const render = () => {
     const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
     const fromBottom = list.scrollHeight - list.scrollTop;
-    const sorted = [...byId.values()].sort(compare);
-    list.replaceChildren(...sorted.map(renderMessage), ...[...pending.values()].map(renderPending));
+    /** @type {{ m?: Message, n?: Note }[]} */
+    const items = [...[...byId.values()].map((m) => ({ m })), ...[...notes.values()].map((n) => ({ n }))];
+    items.sort(comparePlaces);
+    list.replaceChildren(
+      ...items.map((item) => (item.m ? renderMessage(item.m) : renderNote(/** @type {Note} */ (item.n)))),
+      ...[...pending.values()].map(renderPending),
+    );
     // Following the conversation at the bottom; reading older pages: keep the same messages in view.
     list.scrollTop = atBottom ? list.scrollHeight : list.scrollHeight - fromBottom;
   };
@@ -94,6 +132,29 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
     );
   };
 
+  /** An internal note, marked as one: for the merchant's agents only. @param {Note} n */
+  const renderNote = (n) =>
+    el(
+      'li',
+      {
+        className: 'message note',
+        'data-note-id': n.id,
+        'data-after-seq': n.after_seq,
+        'data-conversation': n.conversation_id,
+      },
+      el('span', { className: 'message-sender', text: `Note · ${n.agent_nickname || 'an agent'}` }),
+      el('p', { className: 'message-text', text: n.content }),
+      el(
+        'span',
+        { className: 'message-meta' },
+        el('time', {
+          datetime: new Date(n.created_at).toISOString(),
+          text: new Date(n.created_at).toLocaleTimeString(),
+        }),
+        el('span', { text: ' · only agents see this' }),
+      ),
+    );
+
   /** @param {Pending} p */
   const renderPending = (p) =>
     el(
@@ -128,6 +189,11 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
       }
       render();
     },
+    /** Adds internal notes (the workbench's note list, a `note.created` event); duplicates are ignored. */
+    mergeNotes(/** @type {Note[]} */ list) {
+      for (const n of list) notes.set(n.id, n);
+      render();
+    },
     /** The highest seq known of a conversation (0 when none). */
     lastSeq(/** @type {string} */ conversationId) {
       let last = 0;
@@ -153,6 +219,7 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
     },
     clear() {
       byId.clear();
+      notes.clear();
       pending.clear();
       startOf.clear();
       readSeq.clear();

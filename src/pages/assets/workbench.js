@@ -2,6 +2,7 @@
 import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/api.js';
 import { messageLog, newClientMsgId, sendOnce, typingIndicator, typingNotifier, uploadFile } from '/assets/chat.js';
 import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
+import { cannedPicker, labelBar, loadNotes, writeNote } from '/assets/desk.js';
 import { describeSince, eventFeed, showConnection } from '/assets/feed.js';
 import { openChannels } from '/assets/realtime.js';
 
@@ -59,6 +60,26 @@ const log = messageLog(byId('messages'), {
   onRetry: (p) => void send({ content: p.content }, p.clientMsgId),
 });
 const typing = typingIndicator(byId('typing'));
+// The desk tools (desk.js): canned responses in the reply box, the conversation's labels, notes.
+const canned = cannedPicker(input, byId('canned-picker'), { onError: (msg) => say(chatError, msg) });
+byId('canned-open').addEventListener('click', () => canned.open());
+const labelsOfOpen = labelBar({
+  bar: byId('chat-labels'),
+  list: byId('label-list'),
+  select: byId('label-select', HTMLSelectElement),
+  name: byId('new-label', HTMLInputElement),
+  create: byId('create-label', HTMLButtonElement),
+  onError: (msg) => say(chatError, msg),
+});
+byId('add-note').addEventListener('click', async () => {
+  const content = input.value.trim();
+  if (!content || !open) return;
+  const body = await writeNote(open.visitorId, content);
+  if (body.code !== 0) return say(chatError, body.msg);
+  say(chatError, '');
+  input.value = '';
+  log.mergeNotes([body.data]);
+});
 const notifier = typingNotifier((on) =>
   open
     ? callJson('/agent/chat/typing', { method: 'POST', json: { visitor_id: open.visitorId, typing: on } })
@@ -277,9 +298,11 @@ async function openChat(/** @type {string} */ visitorId) {
   for (const li of document.querySelectorAll('.conversation')) {
     if (li instanceof HTMLElement) li.setAttribute('aria-current', String(li.dataset.uid === visitorId));
   }
-  const page = await listMessages({ limit: '30' });
+  labelsOfOpen.show(visitorId);
+  const [page, notes] = await Promise.all([listMessages({ limit: '30' }), loadNotes(visitorId)]);
   if (!page || open?.visitorId !== visitorId) return;
   log.merge(page.messages);
+  log.mergeNotes(notes);
   olderCursor = page.has_more ? page.start_cursor : null;
   loadOlder.hidden = !olderCursor;
   markReadSoon();
@@ -541,6 +564,8 @@ function handle(/** @type {ChannelEvent} */ event) {
   }
   if (event.event === EVENTS['session.ended']) return void load(); // this Session or another of the agent's: ask the server which
   if (event.event === EVENTS['message.created'] && data.message) void receive(data.message);
+  if (event.event === EVENTS['note.created'] && data.note && open?.visitorId === data.note.visitor_id)
+    log.mergeNotes([data.note]);
   if (event.event === EVENTS['message.read'] && data.reader_type === 'visitor' && open?.visitorId === data.visitor_id)
     log.markReadByOther(data.conversation_id, data.seq);
   if (event.event === EVENTS.typing && data.sender_type === 'visitor' && open?.visitorId === data.visitor_id)

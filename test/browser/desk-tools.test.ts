@@ -1,0 +1,158 @@
+import { eq } from 'drizzle-orm';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { agents } from '../../src/db/schema.js';
+import { createCannedResponse } from '../../src/resolvers/desk/canned.js';
+import {
+  type BrowserTab,
+  browserAvailable,
+  describeInBrowser,
+  launchChromium,
+  openTab,
+  openWorkbenchLoggedIn,
+  screenshot,
+} from '../support/browser.js';
+import { factories } from '../support/deps.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+
+/**
+ * The desk tools in the workbench, in Chromium (docs/desk.md "Desk tools"): an agent inserts a
+ * canned response by typing `/shortcut`, labels the conversation, and writes an internal note
+ * that shows in its place in the history, marked — and never on the visitor's page.
+ */
+
+const live = (page: Page) =>
+  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
+const STORY_TIMEOUT = 120_000;
+
+let t: TestApp;
+let browser: Browser;
+beforeAll(async () => {
+  if (browserAvailable) [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await t?.stop();
+});
+
+describeInBrowser('the workbench’s desk tools', () => {
+  let agentTab: BrowserTab;
+  let visitorTab: BrowserTab;
+  let agent: Page;
+  let visitor: Page;
+
+  beforeEach(async () => {
+    [agentTab, visitorTab] = await Promise.all([openTab(browser), openTab(browser)]);
+    agent = agentTab.page;
+    visitor = visitorTab.page;
+  });
+  afterEach(async () => {
+    await visitor
+      .evaluate(async () => {
+        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
+        if (token)
+          await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+      })
+      .catch(() => {});
+    await Promise.all([agentTab.close(), visitorTab.close()]);
+  });
+
+  it(
+    '/shortcut inserts a canned response; a label goes on and off; a note shows in its place, marked, and never reaches the visitor',
+    async () => {
+      // The demo merchant's admin ada keeps a merchant-wide response; alice uses it.
+      const f = factories(t.app.deps);
+      const [ada] = await t.app.deps.db.select().from(agents).where(eq(agents.username, 'ada'));
+      if (!ada) throw new Error('no demo admin ada');
+      const adaViewer = await f.agentViewer(ada.id);
+      await createCannedResponse(t.app.deps, adaViewer, {
+        shortcut: 'ship',
+        content: 'Your parcel ships <b>today</b> & arrives tomorrow.',
+        scope: 'merchant',
+      });
+
+      await openWorkbenchLoggedIn(agent, t, 'alice');
+      await live(agent);
+      await visitor.goto(`${t.url}/visitor/?appkey=demo-appkey`);
+      await visitor.locator('#chat').waitFor();
+      await live(visitor);
+      const uid = (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      await visitor.locator('#message-input').fill('When does it ship?');
+      await visitor.getByRole('button', { name: 'Send', exact: true }).click();
+      await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+      await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'When does it ship?' }).waitFor();
+
+      // Typing /sh lists the response; Enter inserts it (hostile markup stays text) instead of sending.
+      const input = agent.locator('#message-input');
+      await input.pressSequentially('Hi! /sh');
+      const option = agent.locator('#canned-picker [role="option"][data-shortcut="ship"]');
+      await option.waitFor();
+      await input.press('Enter');
+      await poll(() => input.inputValue()).toBe('Hi! Your parcel ships <b>today</b> & arrives tomorrow.');
+      expect(await agent.locator('#canned-picker').isHidden()).toBe(true);
+      await agent.getByRole('button', { name: 'Send', exact: true }).click();
+      await visitor
+        .locator('#messages li[data-sender="agent"]', { hasText: 'Your parcel ships <b>today</b>' })
+        .waitFor();
+      expect(await visitor.locator('#messages b').count()).toBe(0);
+
+      // A label: created from the workbench, shown on the conversation, taken off again.
+      await agent.locator('#new-label').fill('Shipping <i>');
+      await agent.getByRole('button', { name: 'Create label' }).click();
+      const chip = agent.locator('#label-list .label-chip', { hasText: 'Shipping <i>' });
+      await chip.waitFor();
+      const labelled = await agent.evaluate(
+        async (v) => (await (await fetch(`/agent/label/get?visitor_id=${v}`)).json()).data.labels,
+        uid,
+      );
+      expect(labelled.map((l: { name: string }) => l.name)).toEqual(['Shipping <i>']);
+      await chip.getByRole('button', { name: 'Remove label Shipping <i>' }).click();
+      await poll(() => agent.locator('#label-list .label-chip').count()).toBe(0);
+      await agent.locator('#label-select').selectOption({ label: 'Shipping <i>' });
+      await chip.waitFor();
+
+      // A note: written with the Note button, shown after the last message, marked; the visitor never sees it.
+      const lastSeq = Number(await agent.locator('#messages li[data-seq]').last().getAttribute('data-seq'));
+      await input.fill('VIP <script>alert(1)</script> — offer free shipping');
+      await agent.getByRole('button', { name: 'Note', exact: true }).click();
+      const note = agent.locator('#messages li.note', { hasText: 'offer free shipping' });
+      await note.waitFor();
+      expect(await note.getAttribute('data-after-seq')).toBe(String(lastSeq));
+      expect(await note.locator('.message-sender').textContent()).toBe('Note · Alice');
+      expect(await input.inputValue()).toBe('');
+      // In its place: right after the message it follows, before what comes next.
+      await visitor.locator('#message-input').fill('Thanks!');
+      await visitor.getByRole('button', { name: 'Send', exact: true }).click();
+      await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Thanks!' }).waitFor();
+      const order = await agent
+        .locator('#messages li')
+        .evaluateAll((nodes) =>
+          nodes.map((n) => ((n as HTMLElement).classList.contains('note') ? 'note' : (n as HTMLElement).dataset.seq)),
+        );
+      const at = order.indexOf('note');
+      expect(order[at - 1]).toBe(String(lastSeq));
+      expect(order[at + 1]).toBe(String(lastSeq + 1));
+      // Reloading the workbench shows it again, from the note list.
+      await agent.reload();
+      await live(agent);
+      await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+      await agent.locator('#messages li.note', { hasText: 'offer free shipping' }).waitFor();
+      expect(await agent.locator('#messages script').count()).toBe(0);
+      await screenshot(agent, 'desk-tools-workbench');
+
+      // The visitor's page: the messages, no note (and no seq hole left to fetch).
+      await visitor.locator('#messages li', { hasText: 'Thanks!' }).waitFor();
+      expect(await visitor.locator('#messages').textContent()).not.toContain('free shipping');
+      const seqs = (await visitor
+        .locator('#messages li[data-seq]')
+        .evaluateAll((nodes) => nodes.map((n) => Number((n as HTMLElement).dataset.seq)))) as number[];
+      expect(seqs).toEqual(seqs.map((_, i) => (seqs[0] ?? 1) + i));
+      await screenshot(visitor, 'desk-tools-visitor');
+      expect(agentTab.problems).toEqual([]);
+      expect(visitorTab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
+});
