@@ -87,13 +87,13 @@ describeInBrowser('agent pages in a real browser', () => {
     await waitForSubscription(page, t, `agent-${data.agent.agent_id}`);
     await waitForSubscription(page, t, `global-${data.setting.bid}`);
 
-    const personal = await publish(t, `agent-${data.agent.agent_id}`, 'note.test', { text: 'Hello Alice' });
+    const personal = await publish(t, `agent-${data.agent.agent_id}`, 'shop.test', { text: 'Hello Alice' });
     const item = page.locator(`#event-feed li[data-event-id="${personal.id}"]`);
     await item.waitFor();
     expect(await item.textContent()).toContain('Hello Alice');
     expect(await item.getAttribute('data-channel')).toBe(`agent-${data.agent.agent_id}`);
 
-    const global = await publish(t, `global-${data.setting.bid}`, 'note.broadcast', { text: 'Hello team' });
+    const global = await publish(t, `global-${data.setting.bid}`, 'shop.broadcast', { text: 'Hello team' });
     await page.locator(`#event-feed li[data-event-id="${global.id}"]`).waitFor();
     await screenshot(page, 'agent-workbench-event');
     expect(tab.problems).toEqual([]);
@@ -106,14 +106,14 @@ describeInBrowser('agent pages in a real browser', () => {
     const channel = `agent-${data.agent.agent_id}`;
     await waitForSubscription(page, t, channel);
 
-    const seen = await publish(t, channel, 'note.before', { n: 1 });
+    const seen = await publish(t, channel, 'shop.before', { n: 1 });
     await page.locator(`#event-feed li[data-event-id="${seen.id}"]`).waitFor();
 
     await page.evaluate(() => (window as unknown as { __parley: { dropSocket(): void } }).__parley.dropSocket());
     await page.waitForSelector('#connection-status[data-state="reconnecting"]', { state: 'attached' });
     await page.locator('#event-feed li[data-note="disconnected"]').waitFor();
 
-    const missed = await publish(t, channel, 'note.missed', { text: 'sent while offline' });
+    const missed = await publish(t, channel, 'shop.missed', { text: 'sent while offline' });
     await page.evaluate(() => (window as unknown as { __parley: { restoreSocket(): void } }).__parley.restoreSocket());
 
     const note = page.locator('#event-feed li[data-note="resubscribed"]');

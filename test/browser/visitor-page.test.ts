@@ -52,11 +52,11 @@ describeInBrowser('visitor chat page in a real browser', () => {
     const channel = (await page.locator('#visitor-channel').textContent()) ?? '';
     expect(channel).toMatch(/^visitor-/);
     await waitForSubscription(page, t, channel);
-    const first = await publish(t, channel, 'note.hello', { from: 'agent', text: 'Hello, how can I help?' });
+    const first = await publish(t, channel, 'shop.hello', { from: 'agent', text: 'Hello, how can I help?' });
     const item = page.locator(`#event-feed li[data-event-id="${first.id}"]`);
     await item.waitFor();
     expect(await item.textContent()).toContain('Hello, how can I help?');
-    const second = await publish(t, channel, 'note.typing', { typing: true });
+    const second = await publish(t, channel, 'shop.typing', { typing: true });
     await page.locator(`#event-feed li[data-event-id="${second.id}"]`).waitFor();
     await screenshot(page, 'visitor-chat');
     expect(tab.problems).toEqual([]);
