@@ -18,7 +18,7 @@ import { createWorkPool } from '../../src/resolvers/attachments/work-pool.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
-import { animation, fakeMovie, movie } from '../support/media.js';
+import { animation, fakeMovie, movie, webm } from '../support/media.js';
 
 /**
  * Attachments under abuse (issue 27): image bombs, storage exhaustion by anonymous visitors,
@@ -373,6 +373,37 @@ describe('A video must be a video (row 4)', () => {
     expect((await send(deps, uploader, movie({ handlers: ['soun'] }))).kind).toBe('voice');
     expect(await error(movie({ handlers: ['hint'] }), 'voice')).toBe(
       'BAD_USER_INPUT: The file is not audio: it has no sound or video track',
+    );
+  });
+});
+
+describe('A WebM/Matroska video must be one too (row 4)', () => {
+  it('EBML magic then filler is not a video, declared or derived', async () => {
+    const { m, uploader } = await shop();
+    const fake = Buffer.alloc(6000, 0x42);
+    Buffer.from([0x1a, 0x45, 0xdf, 0xa3]).copy(fake);
+    for (const kind of ['video', undefined] as const)
+      expect(await codeOf(send(deps, uploader, fake, { kind }))).toMatch(
+        /^BAD_USER_INPUT: The file is not a valid WebM\/Matroska movie: /,
+      );
+    expect(await kept(m.merchantId)).toEqual({ rows: 0, objects: 0, incoming: 0 });
+  });
+
+  it('a WebM with a video track is a video (segment of unknown or known size); sound only is voice', async () => {
+    const { uploader } = await shop();
+    expect(await send(deps, uploader, webm({ size: 30_000 }))).toMatchObject({ kind: 'video', mime: 'video/webm' });
+    expect((await send(deps, uploader, webm({ size: 30_000, knownSize: true }), { kind: 'video' })).kind).toBe('video');
+    expect((await send(deps, uploader, webm({ docType: 'matroska' }))).mime).toBe('video/x-matroska');
+    expect(await send(deps, uploader, webm({ trackTypes: [2] }))).toMatchObject({ kind: 'voice', mime: 'audio/webm' });
+    expect(await codeOf(send(deps, uploader, webm({ trackTypes: [2] }), { kind: 'video' }))).toBe(
+      'BAD_USER_INPUT: The file is not a video: it has no video track',
+    );
+    const good = webm({ size: 20_000, knownSize: true });
+    expect(await codeOf(send(deps, uploader, good.subarray(0, good.length - 1)))).toMatch(
+      /runs past the end of the file/,
+    );
+    expect(await codeOf(send(deps, uploader, webm({ docType: 'html' })))).toMatch(
+      /document type is not webm or matroska/,
     );
   });
 });

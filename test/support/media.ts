@@ -71,3 +71,39 @@ export async function animation(format: 'gif' | 'webp', frames: number, width: n
   const joined = sharp(pictures, { join: { animated: true } });
   return format === 'gif' ? joined.gif().toBuffer() : joined.webp().toBuffer();
 }
+
+/** An EBML element: its id bytes, an 8-byte size (or unknown), its body. */
+const element = (id: number[], body: Buffer, unknownSize = false) => {
+  const size = Buffer.alloc(8);
+  if (unknownSize) size.fill(0xff, 1);
+  else size.writeBigUInt64BE(BigInt(body.length), 0);
+  size[0] = 0x01 | (size[0] ?? 0);
+  return Buffer.concat([Buffer.from(id), size, body]);
+};
+
+/**
+ * A WebM (or Matroska) file of at least `size` bytes: EBML header, a Segment (of unknown size by
+ * default, as MediaRecorder writes it) with Tracks (one entry per track type: 1 video, 2 audio)
+ * and one Cluster holding a SimpleBlock of filler.
+ */
+export function webm(o: { size?: number; trackTypes?: number[]; docType?: string; knownSize?: boolean } = {}): Buffer {
+  const header = element([0x1a, 0x45, 0xdf, 0xa3], element([0x42, 0x82], Buffer.from(o.docType ?? 'webm', 'latin1')));
+  const tracks = element(
+    [0x16, 0x54, 0xae, 0x6b],
+    Buffer.concat(
+      (o.trackTypes ?? [1, 2]).map((type, i) =>
+        element([0xae], Buffer.concat([element([0xd7], Buffer.from([i + 1])), element([0x83], Buffer.from([type]))])),
+      ),
+    ),
+  );
+  const fill = Math.max(16, (o.size ?? 0) - header.length - 12 - tracks.length - 12 - 10 - 9);
+  const media = Buffer.alloc(fill);
+  for (let i = 0; i < fill; i++) media[i] = i % 251;
+  const cluster = element(
+    [0x1f, 0x43, 0xb6, 0x75],
+    Buffer.concat([element([0xe7], Buffer.from([0])), element([0xa3], media)]),
+    !o.knownSize,
+  );
+  const body = Buffer.concat([tracks, cluster]);
+  return Buffer.concat([header, element([0x18, 0x53, 0x80, 0x67], body, !o.knownSize)]);
+}

@@ -14,8 +14,9 @@ import type { AttachmentView } from '../event-catalog.js';
 import { UNSAFE_IN_NAMES } from '../inputs.js';
 import { spendByteBudget } from './budgets.js';
 import { attachmentViewOf } from './download.js';
+import { EbmlWalker } from './ebml.js';
 import { reencodeImage } from './images.js';
-import { IsoBoxWalker } from './iso-boxes.js';
+import { IsoBoxWalker, type IsoMovie } from './iso-boxes.js';
 import {
   limitOf,
   lockQuota,
@@ -41,8 +42,8 @@ class UploadInspector extends Transform {
   decided?: { kind: AttachmentKind; sniffed: Sniffed; limit: number };
   private head: Buffer[] = [];
   private headBytes = 0;
-  /** The box structure of an MP4/QuickTime video or voice upload, checked as it passes. */
-  private movie?: IsoBoxWalker;
+  /** The structure of an MP4/QuickTime or WebM/Matroska video or voice upload, checked as it passes. */
+  private movie?: { push(chunk: Buffer): void; end(): IsoMovie };
 
   constructor(private readonly policy: UploadPolicy) {
     super();
@@ -86,15 +87,16 @@ class UploadInspector extends Transform {
     const kind = kindFor(sniffed, this.policy.declaredKind);
     requireSwitch(this.policy.merchant, kind);
     this.decided = { kind, sniffed, limit: limitOf(this.policy.merchant, kind) };
-    // "A video must be a video": an ftyp box at byte 4 is only a claim (iso-boxes.ts).
-    if ((kind === 'video' || kind === 'voice') && head.toString('latin1', 4, 8) === 'ftyp') {
-      this.movie = new IsoBoxWalker();
-      this.movie.push(head);
+    // "A video must be a video": an ftyp box at byte 4, or EBML's magic, is only a claim.
+    if (kind === 'video' || kind === 'voice') {
+      if (head.toString('latin1', 4, 8) === 'ftyp') this.movie = new IsoBoxWalker();
+      else if (head.length >= 4 && head.readUInt32BE(0) === 0x1a45dfa3) this.movie = new EbmlWalker();
+      this.movie?.push(head);
     }
   }
 
   /** At the end of a movie: its structure, and a track of its kind (a derived video with sound only is voice). */
-  private checkMovie(walker: IsoBoxWalker) {
+  private checkMovie(walker: { end(): IsoMovie }) {
     const { handlers } = walker.end();
     const decided = this.decided;
     if (!decided) return;
@@ -104,7 +106,7 @@ class UploadInspector extends Transform {
     if (this.policy.declaredKind === 'video' || !handlers.has('soun'))
       throw badInput('The file is not a video: it has no video track');
     requireSwitch(this.policy.merchant, 'voice');
-    const mime = decided.sniffed.mime === 'video/mp4' ? 'audio/mp4' : decided.sniffed.mime;
+    const mime = decided.sniffed.mime.replace(/^video\/(mp4|webm)$/, 'audio/$1');
     this.decided = { kind: 'voice', sniffed: { mime, family: 'audio' }, limit: limitOf(this.policy.merchant, 'voice') };
   }
 
