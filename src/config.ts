@@ -21,6 +21,8 @@ export interface Config {
   smsDriver: 'log' | 'webhook';
   smsWebhookUrl?: string;
   smsRegistration: boolean;
+  /** Merchant self-registration through /agent/join (docs/desk.md): off by default. */
+  registration: boolean;
   internalApiToken?: string;
   trustProxy: boolean;
   allowedOrigins: string[];
@@ -134,6 +136,7 @@ const envSchema = z.object({
   SMS_DRIVER: z.enum(['log', 'webhook']).default('log'),
   SMS_WEBHOOK_URL: url(['http:', 'https:']).optional(),
   SMS_REGISTRATION: bool.default('off'),
+  REGISTRATION: bool.default('off'),
   INTERNAL_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   TRUST_PROXY: bool.default('off'),
   ALLOWED_ORIGINS: z.string().optional(),
@@ -234,6 +237,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smsDriver: e.SMS_DRIVER,
     smsWebhookUrl: e.SMS_WEBHOOK_URL,
     smsRegistration: e.SMS_REGISTRATION,
+    registration: e.REGISTRATION,
     internalApiToken: e.INTERNAL_API_TOKEN,
     trustProxy: e.TRUST_PROXY,
     allowedOrigins: (e.ALLOWED_ORIGINS ?? '')

@@ -17,6 +17,9 @@ export type ErrorCode =
   | 'SMS_SEND_FAILED'
   | 'APPKEY_INVALID'
   | 'VISITOR_IDENTITY_INVALID'
+  | 'REGISTRATION_DISABLED'
+  | 'MOBILE_ALREADY_REGISTERED'
+  | 'LAST_ADMIN'
   | 'NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
   | 'PAYLOAD_TOO_LARGE'
@@ -57,6 +60,10 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   SMS_SEND_FAILED: { code: 1007, status: 502 },
   APPKEY_INVALID: { code: 1008, status: 200 },
   VISITOR_IDENTITY_INVALID: { code: 1009, status: 200 },
+  // The merchant's desk (docs/desk.md): business refusals, answered HTTP 200 like the login ones.
+  REGISTRATION_DISABLED: { code: 1010, status: 200 },
+  MOBILE_ALREADY_REGISTERED: { code: 1011, status: 200 },
+  LAST_ADMIN: { code: 1012, status: 200 },
   NOT_FOUND: { code: 1404, status: 404 },
   METHOD_NOT_ALLOWED: { code: 1405, status: 405 },
   PAYLOAD_TOO_LARGE: { code: 1413, status: 413 },

@@ -75,6 +75,11 @@ export const merchants = pgTable('merchants', {
   storageQuotaBytes: bigint('storage_quota_bytes', { mode: 'number' }).notNull().default(10737418240),
   /** The merchant's business hours; null: always open. A group may have its own. */
   businessHours: jsonb('business_hours').$type<BusinessHoursCalendar>(),
+  /**
+   * The mobile number verified by SMS when the merchant registered itself (docs/desk.md): one
+   * number registers at most one merchant. Null for merchants made otherwise (CLI, demo, SMS off).
+   */
+  registeredMobile: text('registered_mobile').unique(),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 

@@ -8,8 +8,8 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { badInput } from '../errors.js';
 import { CAPTCHA_TTL_SECONDS } from '../resolvers/captcha.js';
-import type { SessionPort, SessionState } from '../resolvers/session.js';
-import { bearerToken, queryOf, singleHeader } from './request.js';
+import type { SessionDirectory, SessionPort, SessionState } from '../resolvers/session.js';
+import { bearerToken, clientIp, queryOf, singleHeader } from './request.js';
 
 declare module 'express-session' {
   interface SessionData extends SessionState {}
@@ -293,7 +293,15 @@ function shortenPreLogin(sess: SessionData): SessionData {
 
 /** The domain's view of the Session of an express request. */
 export function requestSessionPort(req: Request): SessionPort {
+  let client: SessionPort['client'];
   return {
+    get client() {
+      client ??= {
+        address: clientIp(req, { trustProxy: Boolean(req.app?.get('trust proxy')) }),
+        device: (singleHeaderSafe(req, 'user-agent') ?? '').slice(0, 200),
+      };
+      return client;
+    },
     get id() {
       return req.sessionID;
     },
@@ -306,6 +314,20 @@ export function requestSessionPort(req: Request): SessionPort {
       req.session ? promisify((cb: (err?: unknown) => void) => req.session.destroy(cb))() : Promise.resolve(),
   };
 }
+
+/** The stored Sessions of `store`, read without extending their lifetime (the domain's SessionDirectory). */
+export function sessionDirectory(store: Store): SessionDirectory {
+  const get = promisify<string, SessionData | null | undefined>(store.get.bind(store));
+  return {
+    peek: async (sid) => (await (store instanceof RollingRedisStore ? store.peek(sid) : get(sid))) ?? undefined,
+    destroy: (sid) => promisify<string, void>(store.destroy.bind(store))(sid),
+  };
+}
+
+const singleHeaderSafe = (req: Request, name: string) => {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
 
 /**
  * The agent Session layer for paths either identity may call: skipped for a request with a

@@ -1,12 +1,12 @@
 import { eq, sql } from 'drizzle-orm';
 import { verifyPassword } from '../auth/passwords.js';
 import { preparedQuery } from '../db/prepared.js';
-import { agents, merchants } from '../db/schema.js';
+import { type Agent, agents, merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
 import { checkCaptcha } from './captcha.js';
 import { globalChannel, publishQuietly } from './events.js';
-import { agentSessionsKey, type SessionPort } from './session.js';
+import { agentSessionsKey, noteSessionSeen, type SessionPort } from './session.js';
 import { endSession, TICKET_AGENT } from './viewer.js';
 
 export interface LoginInput {
@@ -92,18 +92,31 @@ export async function login(
     deps.kv.set(knownAddressKey(account, clientIp), '1', KNOWN_ADDRESS_TTL_SECONDS),
     session.regenerate(),
   ]);
+  await startAgentSession(deps, session, agent, bid, input.cid);
+  return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
+}
 
+/**
+ * Logs `agent` in on a freshly regenerated Session: its identity, creation time and first use
+ * are stored, the Session is indexed under the agent, and `agent.login` is announced.
+ */
+export async function startAgentSession(
+  deps: Deps,
+  session: SessionPort,
+  agent: Pick<Agent, 'id' | 'merchantId' | 'level' | 'nickname'>,
+  bid: string,
+  cid?: string,
+) {
   session.state.createdAt = deps.now();
+  noteSessionSeen(session, deps.now());
   session.state.agent = { agentId: agent.id, merchantId: agent.merchantId, bid, level: agent.level };
-  if (input.cid) session.state.cid = input.cid;
+  if (cid) session.state.cid = cid;
   // The Session, its index entry and the announcement in one wait (a write never recreates an ended Session).
   await Promise.all([
     session.save(),
     deps.kv.addToSet(agentSessionsKey(agent.id), session.id, deps.config.sessionAbsoluteTtlSeconds),
     publishQuietly(deps, globalChannel(bid), 'agent.login', { agentId: agent.id, nickname: agent.nickname }),
   ]);
-
-  return { token: session.id, redirect: agent.level === TICKET_AGENT ? TICKET_ENTRY_PATH : WORKBENCH_PATH };
 }
 
 /** The agent of a login name (case-folded) with its merchant's bid: a prepared statement. */

@@ -5,7 +5,7 @@ import { type Agent, agents, merchants, visitors, visitorTokens } from '../db/sc
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
 import { publishSessionEnded } from './events.js';
-import { agentSessionsKey, type SessionPort } from './session.js';
+import { agentSessionsKey, noteSessionSeen, type SessionPort } from './session.js';
 
 export interface AgentViewer {
   kind: 'agent';
@@ -85,6 +85,8 @@ export async function requireAgent(
     await endSession(deps, session, identity.agentId, 'disabled');
     throw new DomainError('ACCOUNT_DISABLED', 'This agent account is disabled');
   }
+  // express-session saves the Session at the end of the request when this changed it.
+  noteSessionSeen(session, deps.now());
   return {
     kind: 'agent',
     agentId: agent.id,

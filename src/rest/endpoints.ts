@@ -4,6 +4,8 @@ import { attachmentEndpoints } from './attachments.js';
 import { availabilityEndpoints } from './availability.js';
 import { chatEndpoints } from './chat.js';
 import { deskEndpoints } from './desk.js';
+import { deskAdminEndpoints } from './desk-admin.js';
+import { deskSettingsEndpoints } from './desk-settings.js';
 import { operationsEndpoints } from './health.js';
 import { internalEndpoints } from './internal.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -21,6 +23,8 @@ export const endpoints: readonly AnyRoute[] = [
   ...chatEndpoints,
   ...deskEndpoints,
   ...availabilityEndpoints,
+  ...deskAdminEndpoints,
+  ...deskSettingsEndpoints,
   ...attachmentEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,

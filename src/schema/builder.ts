@@ -1,7 +1,7 @@
 import SchemaBuilder from '@pothos/core';
 import type { Deps } from '../deps.js';
 import type { ChannelViewer } from '../resolvers/channels.js';
-import type { SessionPort } from '../resolvers/session.js';
+import type { SessionDirectory, SessionPort } from '../resolvers/session.js';
 import type { AgentViewer, VisitorViewer } from '../resolvers/viewer.js';
 import type { ChannelEvent } from '../stores/bus.js';
 
@@ -20,6 +20,8 @@ export interface GraphQLContext {
   identity: 'agent' | 'visitor';
   wsAddress: string;
   clientIp: string;
+  /** The stored agent Sessions (the Session list, ending a Session); HTTP only, absent on sockets. */
+  sessionDirectory?: () => SessionDirectory;
   /**
    * Sockets only: starts delivering an authorized channel to this operation (src/subscriptions/
    * fanout.ts writes its frames); the stream yields nothing and ends with the subscription.

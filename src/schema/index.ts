@@ -9,6 +9,8 @@ import './desk/canned.js';
 import './desk/labels.js';
 import './desk/notes.js';
 import './availability.js';
+import './desk/admin.js';
+import './desk/settings.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });

@@ -16,7 +16,7 @@ export const SwitchEnum = builder.enumType('Switch', {
   values: { on: { description: 'Enabled.' }, off: { description: 'Disabled.' } } as const,
 });
 
-const UploadLimits = builder.objectRef<Setting['uploadLimits']>('UploadLimits').implement({
+export const UploadLimits = builder.objectRef<Setting['uploadLimits']>('UploadLimits').implement({
   description: 'Maximum bytes per upload kind; clients validate against these before uploading.',
   fields: (t) => ({
     imageMaxBytes: t.exposeFloat('imageMaxBytes', { description: 'Maximum image size in bytes.' }),

@@ -1,3 +1,4 @@
+import type { AgentAccount } from '../resolvers/desk/agents.js';
 import { loadWorkbench, type Workbench } from '../resolvers/workbench.js';
 import { builder } from './builder.js';
 
@@ -12,7 +13,23 @@ export const AgentStateEnum = builder.enumType('AgentState', {
   } as const,
 });
 
-export const AgentRef = builder.objectRef<Workbench['agent']>('Agent').implement({
+const AgentAccountRef = builder.objectRef<AgentAccount>('AgentAccount').implement({
+  description: 'An agent’s account as its merchant’s admins manage it.',
+  fields: (t) => ({
+    username: t.exposeString('username', { description: 'Login name.' }),
+    disabled: t.exposeBoolean('disabled', { description: 'A disabled agent cannot log in.' }),
+    capacity: t.exposeInt('capacity', {
+      nullable: true,
+      description: 'Its own capacity (active conversations at most); null: the merchant’s `maxConcurrentChats`.',
+    }),
+    groupIds: t.exposeStringList('groupIds', {
+      description: 'Its groups (one at most today); empty: the merchant’s default group.',
+    }),
+    createdAt: t.string({ resolve: (a) => a.createdAt.toISOString(), description: 'When it was created (ISO 8601).' }),
+  }),
+});
+
+export const AgentRef = builder.objectRef<Workbench['agent'] & { account?: AgentAccount }>('Agent').implement({
   description: 'An agent (customer-service staff member).',
   fields: (t) => ({
     id: t.exposeID('agentId', { description: 'Agent id (the same as `agentId`).' }),
@@ -21,6 +38,12 @@ export const AgentRef = builder.objectRef<Workbench['agent']>('Agent').implement
     avatar: t.exposeString('avatar', { description: 'Avatar URL or path.' }),
     level: t.exposeString('level', { description: 'Role: `agent`, `admin` or `ticket_agent`.' }),
     state: t.expose('state', { type: AgentStateEnum, description: 'Current state.' }),
+    account: t.field({
+      type: AgentAccountRef,
+      nullable: true,
+      resolve: (a) => a.account ?? null,
+      description: 'The account (username, disabled, capacity, groups): given by the admin operations; null elsewhere.',
+    }),
   }),
 });
 
@@ -70,7 +93,7 @@ const WorkbenchSetting = builder.objectRef<Workbench['setting']>('WorkbenchSetti
   }),
 });
 
-const VisitorAttributeDef = builder
+export const VisitorAttributeDef = builder
   .objectRef<Workbench['visitorAttributeConfig']['attributes'][number]>('VisitorAttributeDef')
   .implement({
     description: 'A configured visitor attribute.',

@@ -4,7 +4,7 @@ import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import type { Deps } from '../deps.js';
 import { classifyError, DomainError, graphqlCodeOf, notLoggedIn } from '../errors.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
-import { requestSessionPort } from '../http/session.js';
+import { requestSessionPort, sessionDirectory } from '../http/session.js';
 import { observabilityPlugin } from '../observability/graphql.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
@@ -60,6 +60,10 @@ function httpContext(deps: Deps, req: Request): GraphQLContext {
     identity: bearer ? 'visitor' : 'agent',
     wsAddress: wsAddressFor(req, deps.config),
     clientIp: address,
+    sessionDirectory: () => {
+      if (!req.sessionStore) throw notLoggedIn();
+      return sessionDirectory(req.sessionStore);
+    },
   };
 }
 

@@ -1,7 +1,11 @@
+import { and, desc, eq, sql } from 'drizzle-orm';
+import { z } from 'zod';
 import type { Db } from '../../db/client.js';
 import { type AuditActorKind, auditLog } from '../../db/schema.js';
+import type { Deps } from '../../deps.js';
+import { parseInput, text } from '../inputs.js';
 import type { Tx } from '../outbox.js';
-import type { AgentViewer } from '../viewer.js';
+import { type AgentViewer, requireAdmin } from '../viewer.js';
 
 /**
  * The audit log's write side: every privileged action (agent, group and settings changes, API
@@ -68,4 +72,82 @@ export async function recordAudit(tx: Tx | Db, entry: AuditEntry): Promise<void>
     after: entry.after ?? null,
     clientAddress: entry.clientAddress,
   });
+}
+
+/** One row of the log as admins read it. */
+export interface AuditLogEntry {
+  /** The row id; also the cursor of the page that ends with it. */
+  id: string;
+  actor: AuditActor;
+  action: string;
+  target: { type: string; id: string };
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
+  clientAddress: string | null;
+  createdAt: Date;
+}
+
+export interface AuditLogPage {
+  entries: AuditLogEntry[];
+  /** Give it as `after` for the next (older) page; null when there is none. */
+  endCursor: string | null;
+  hasNextPage: boolean;
+}
+
+export const MAX_AUDIT_PAGE = 100;
+
+export const auditLogInput = z.object({
+  first: z.number().int().min(1).max(MAX_AUDIT_PAGE).default(20),
+  /** The `endCursor` of the previous page. */
+  after: z
+    .string()
+    .regex(/^\d{1,18}$/, 'must be the endCursor of a previous page')
+    .optional(),
+  action: text(100).optional(),
+  actorId: text(100).optional(),
+  targetType: text(100).optional(),
+  targetId: text(200).optional(),
+});
+export type AuditLogInput = z.input<typeof auditLogInput>;
+
+/**
+ * The merchant's audit log, newest first, filtered by action, actor or target (admins only). A
+ * page continues after the row of `after` in the same order (time, then id), so rows written
+ * meanwhile never shift it.
+ */
+export async function readAuditLog(deps: Deps, viewer: AgentViewer, raw: AuditLogInput): Promise<AuditLogPage> {
+  requireAdmin(viewer);
+  const input = parseInput(auditLogInput, raw);
+  const cursor = input.after
+    ? sql`(${auditLog.createdAt}, ${auditLog.id}) < (select c.created_at, c.id from ${auditLog} c where c.id = ${Number(input.after)} and c.merchant_id = ${viewer.merchantId})`
+    : undefined;
+  const rows = await deps.db
+    .select()
+    .from(auditLog)
+    .where(
+      and(
+        eq(auditLog.merchantId, viewer.merchantId),
+        cursor,
+        input.action ? eq(auditLog.action, input.action) : undefined,
+        input.actorId ? eq(auditLog.actorId, input.actorId) : undefined,
+        input.targetType ? eq(auditLog.targetType, input.targetType) : undefined,
+        input.targetId ? eq(auditLog.targetId, input.targetId) : undefined,
+      ),
+    )
+    .orderBy(desc(auditLog.createdAt), desc(auditLog.id))
+    .limit(input.first + 1);
+  const page = rows.slice(0, input.first).map(
+    (r): AuditLogEntry => ({
+      id: String(r.id),
+      actor: { kind: r.actorKind, id: r.actorId, name: r.actorName },
+      action: r.action,
+      target: { type: r.targetType, id: r.targetId },
+      before: r.before ?? null,
+      after: r.after ?? null,
+      clientAddress: r.clientAddress,
+      createdAt: r.createdAt,
+    }),
+  );
+  const hasNextPage = rows.length > input.first;
+  return { entries: page, endCursor: hasNextPage ? (page.at(-1)?.id ?? null) : null, hasNextPage };
 }
