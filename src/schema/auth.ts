@@ -98,7 +98,7 @@ builder.mutationField('registerMerchant', (t) =>
     type: RegistrationResult,
     description:
       'Registers a merchant with its first agent (level admin) in one transaction and logs that agent in. Refused when registration is off (REGISTRATION_DISABLED) or the mobile number already registered a merchant (MOBILE_ALREADY_REGISTERED).',
-    args: { input: t.arg({ type: RegisterMerchantInput, required: true }) },
+    args: { input: t.arg({ type: RegisterMerchantInput, required: true, description: 'What to create or change.' }) },
     resolve: (_root, { input }, ctx) => registerMerchant(ctx.deps, httpSession(ctx), withoutNulls(input), ctx.clientIp),
   }),
 );

@@ -134,7 +134,7 @@ builder.mutationField('createAgent', (t) =>
   t.field({
     type: AgentRef,
     description: 'Admins: creates an agent of the merchant (audited `agent.created`).',
-    args: { input: t.arg({ type: CreateAgentInput, required: true }) },
+    args: { input: t.arg({ type: CreateAgentInput, required: true, description: 'What to create or change.' }) },
     resolve: async (_root, { input }, ctx) =>
       asAgent(await createDeskAgent(ctx.deps, await ctx.agent(), withoutNulls(input))),
   }),
@@ -145,7 +145,7 @@ builder.mutationField('updateAgent', (t) =>
     type: AgentRef,
     description:
       'Admins: changes an agent’s nickname, level, capacity, group or password (audited `agent.updated`; a new password ends its Sessions).',
-    args: { input: t.arg({ type: UpdateAgentInput, required: true }) },
+    args: { input: t.arg({ type: UpdateAgentInput, required: true, description: 'What to create or change.' }) },
     resolve: async (_root, { input }, ctx) =>
       updateDeskAgent(ctx.deps, await ctx.agent(), withoutNulls(input, ['capacity']), directoryOf(ctx)),
   }),
@@ -169,7 +169,7 @@ builder.mutationField('createAgentGroup', (t) =>
   t.field({
     type: AgentGroupDetail,
     description: 'Admins: creates an agent group (audited `agent_group.created`).',
-    args: { input: t.arg({ type: CreateAgentGroupInput, required: true }) },
+    args: { input: t.arg({ type: CreateAgentGroupInput, required: true, description: 'What to create or change.' }) },
     resolve: async (_root, { input }, ctx) =>
       createAgentGroup(ctx.deps, await ctx.agent(), {
         ...withoutNulls(input),
@@ -183,7 +183,7 @@ builder.mutationField('updateAgentGroup', (t) =>
     type: AgentGroupDetail,
     description:
       'Admins: renames a group, makes it the default, moves it or sets its members (audited `agent_group.updated`).',
-    args: { input: t.arg({ type: UpdateAgentGroupInput, required: true }) },
+    args: { input: t.arg({ type: UpdateAgentGroupInput, required: true, description: 'What to create or change.' }) },
     resolve: async (_root, { input }, ctx) =>
       updateAgentGroup(ctx.deps, await ctx.agent(), {
         ...withoutNulls(input),

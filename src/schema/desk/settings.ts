@@ -112,7 +112,7 @@ builder.mutationField('updateMerchantSettings', (t) =>
     type: MerchantSettingsRef,
     description:
       'Admins: changes the given settings (audited `settings.updated` with before → after); every instance serves them within a second.',
-    args: { input: t.arg({ type: MerchantSettingsInput, required: true }) },
+    args: { input: t.arg({ type: MerchantSettingsInput, required: true, description: 'What to create or change.' }) },
     resolve: async (_root, { input }, ctx) => {
       const given = withoutNulls(input);
       return updateMerchantSettings(ctx.deps, await ctx.agent(), {
