@@ -212,6 +212,28 @@ describe('admin CLI commands (npm run cli -- …)', () => {
     expect((await cli(t, 'visitor-token:revoke', '--token', 'no-such-token')).json).toEqual({ revoked: false });
   });
 
+  it("attachments:purge removes one visitor's uploads (rows and objects) and prints what went", async () => {
+    const issued = await cli(t, 'visitor-token:issue', '--appkey', 'demo-appkey');
+    const uploadText = async (text: string) => {
+      const form = new FormData();
+      form.append('file', new Blob([text]), 'note.txt');
+      const res = await fetch(`${t.url}/visitor/upload`, {
+        method: 'POST',
+        body: form,
+        headers: { authorization: `Bearer ${issued.json.token}` },
+      });
+      return ((await res.json()) as { data: { url: string; size: number } }).data;
+    };
+    const first = await uploadText('first upload');
+    const second = await uploadText('second');
+    expect((await fetch(t.url + first.url)).status).toBe(200);
+    const purged = await cli(t, 'attachments:purge', '--bid', 'demo', '--visitor', issued.json.uid);
+    expect(purged.code).toBe(0);
+    expect(purged.json).toEqual({ removed: 2, bytes: first.size + second.size });
+    expect((await fetch(t.url + first.url)).status).toBe(404);
+    expect((await cli(t, 'attachments:purge', '--bid', 'demo')).err).toMatch(/--visitor or --agent/);
+  });
+
   it('a token that begins with "-" is a usage error after a space, and is read after "=" (docs/operations.md: Admin CLI)', async () => {
     const spaced = await cli(t, 'visitor-token:revoke', '--token', '-leading-dash');
     expect(spaced.code).toBe(2);
