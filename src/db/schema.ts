@@ -80,6 +80,8 @@ export const merchants = pgTable('merchants', {
    * number registers at most one merchant. Null for merchants made otherwise (CLI, demo, SMS off).
    */
   registeredMobile: text('registered_mobile').unique(),
+  /** Contact details a visitor leaving a message is asked for (`name`, `email`, `phone`). */
+  contactFields: jsonb('contact_fields').$type<string[]>().notNull().default([]),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 
@@ -252,6 +254,15 @@ export const conversations = pgTable(
     ratingResolved: boolean('rating_resolved'),
     ratingComment: text('rating_comment'),
     ratedAt: timestamp('rated_at', { withTimezone: true }),
+    /**
+     * Set when nobody could answer (out of hours, no agent online): a message left. It waits in
+     * the list of messages left for an agent to take it, routing and the idle close leave it be.
+     */
+    leftAt: timestamp('left_at', { withTimezone: true }),
+    /** `closed` (out of business hours) or `no_agent`. */
+    leftReason: text('left_reason'),
+    /** The contact details the visitor left (the merchant's `contact_fields`). */
+    contact: jsonb('contact').$type<Record<string, string>>(),
   },
   (t) => [
     // One open conversation per visitor and merchant: the database decides, not a read-then-write.
@@ -259,6 +270,9 @@ export const conversations = pgTable(
     index('conversations_queue').on(t.merchantId, t.queuedAt).where(sql`${t.state} = 'queued'`),
     index('conversations_agent_active').on(t.agentId).where(sql`${t.state} = 'active'`),
     index('conversations_visitor').on(t.visitorId, t.createdAt),
+    index('conversations_left')
+      .on(t.merchantId, t.leftAt)
+      .where(sql`${t.state} = 'queued' and ${t.leftAt} is not null`),
   ],
 );
 

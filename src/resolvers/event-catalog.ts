@@ -346,6 +346,34 @@ export const eventCatalog = {
     payload: z.object({ note: noteWire }).strict(),
     toWire: (d: { note: NoteView }) => ({ note: toNoteWire(d.note) }),
   }),
+  'conversation.message_left': declare({
+    audiences: ['global', 'visitor'],
+    description:
+      'Nobody could answer (`reason` `closed`: out of business hours; `no_agent`: no agent of the group online): the conversation is kept as a message left for agents to take from `messagesLeft`; the visitor gets the `notice` it is shown. Webhook-deliverable.',
+    payload: z
+      .object({
+        ...conversationRef,
+        group_id: z.string().nullable(),
+        reason: z.enum(['closed', 'no_agent']),
+        next_open_at: z.number().int().nullable(),
+        notice: z.string(),
+      })
+      .strict(),
+    toWire: (
+      d: ConversationRef & {
+        groupId: string | null;
+        reason: 'closed' | 'no_agent';
+        nextOpenAt: number | null;
+        notice: string;
+      },
+    ) => ({
+      ...toConversationRef(d),
+      group_id: d.groupId,
+      reason: d.reason,
+      next_open_at: d.nextOpenAt,
+      notice: d.notice,
+    }),
+  }),
   'business_hours.changed': declare({
     audiences: ['global', 'agent', 'visitor'],
     description:

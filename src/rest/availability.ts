@@ -4,6 +4,13 @@ import {
   loadBusinessHours,
   updateBusinessHours,
 } from '../resolvers/availability/calendars.js';
+import {
+  CONTACT_FIELDS,
+  leaveContactDetails,
+  listMessagesLeft,
+  type MessageLeftView,
+  updateContactFields,
+} from '../resolvers/availability/messages-left.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /** Business hours, messages left and routing (docs/availability.md): the legacy twins of the GraphQL operations. */
@@ -91,3 +98,89 @@ export const availabilityEndpoints: AnyRoute[] = [
     handle: async ({ deps, viewer, input }) => legacyBusinessHours(await updateBusinessHours(deps, viewer, input)),
   }),
 ];
+
+// ---- messages left -------------------------------------------------------------------------
+
+const messageLeftData = z
+  .object({
+    conversation_id: z.string(),
+    visitor_id: z.string(),
+    visitor_name: z.string(),
+    group_id: z.string().nullable(),
+    reason: z.enum(['closed', 'no_agent']),
+    left_at: z.number().int().openapi({ description: 'Unix milliseconds.' }),
+    contact: z.record(z.string(), z.string()),
+    last_seq: z.number().int(),
+    items: z.array(z.unknown()),
+  })
+  .strict();
+
+const legacyMessageLeft = (m: MessageLeftView): z.input<typeof messageLeftData> => ({
+  conversation_id: m.conversationId,
+  visitor_id: m.visitorId,
+  visitor_name: m.visitorName,
+  group_id: m.groupId,
+  reason: m.reason,
+  left_at: m.leftAt,
+  contact: m.contact,
+  last_seq: m.lastSeq,
+  items: m.items,
+});
+
+const contactFieldList = z.array(z.enum(CONTACT_FIELDS));
+
+availabilityEndpoints.push(
+  jsonRoute({
+    method: 'get',
+    path: '/agent/messages-left/list',
+    identity: 'agent',
+    tag: 'Availability',
+    summary: 'Messages left',
+    description:
+      'Conversations kept when nobody could answer, still waiting for an agent, oldest first. Take one with POST /agent/chat/claim, then answer it.',
+    input: z
+      .object({ limit: z.coerce.number().int().min(1).max(100).optional(), after: z.string().max(200).optional() })
+      .transform((i) => ({ first: i.limit, after: i.after })),
+    requestExample: { limit: 20 },
+    output: z
+      .object({ list: z.array(messageLeftData), has_next_page: z.boolean(), end_cursor: z.string().nullable() })
+      .strict(),
+    example: { list: [], has_next_page: false, end_cursor: null },
+    async handle({ deps, viewer, input }) {
+      const page = await listMessagesLeft(deps, viewer, input);
+      return { list: page.nodes.map(legacyMessageLeft), has_next_page: page.hasNextPage, end_cursor: page.endCursor };
+    },
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/visitor/chat/contact',
+    identity: 'visitor',
+    tag: 'Availability',
+    summary: 'Leave contact details',
+    description:
+      'On the open conversation: the details the merchant asks for (setting.contact_fields: name, email, phone); others are ignored.',
+    input: z.object({
+      name: z.string().max(100).optional(),
+      email: z.string().max(254).optional(),
+      phone: z.string().max(32).optional(),
+    }),
+    requestExample: { email: 'lily@example.com' },
+    output: z.object({ contact: z.record(z.string(), z.string()) }).strict(),
+    example: { contact: { email: 'lily@example.com' } },
+    handle: async ({ deps, viewer, input }) => ({ contact: await leaveContactDetails(deps, viewer, input) }),
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/settings/contact-fields',
+    identity: 'agent',
+    tag: 'Availability',
+    summary: 'Contact details asked of visitors leaving a message (admins)',
+    description: 'fields: any of name, email, phone. Non-admins 1403. Audited.',
+    input: z.object({ fields: contactFieldList.max(3) }),
+    encodings: ['json'],
+    requestExample: { fields: ['email'] },
+    output: z.object({ fields: contactFieldList }).strict(),
+    example: { fields: ['name', 'email'] },
+    handle: async ({ deps, viewer, input }) => ({ fields: await updateContactFields(deps, viewer, input) }),
+  }),
+);

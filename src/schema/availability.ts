@@ -5,6 +5,14 @@ import {
   loadBusinessHours,
   updateBusinessHours,
 } from '../resolvers/availability/calendars.js';
+import {
+  type ContactField,
+  leaveContactDetails,
+  listMessagesLeft,
+  type MessageLeftNotice,
+  type MessageLeftView,
+  updateContactFields,
+} from '../resolvers/availability/messages-left.js';
 import { builder } from './builder.js';
 
 /** Business hours, messages left and routing (docs/availability.md). */
@@ -129,5 +137,92 @@ builder.queryField('businessHours', (t) =>
     description: 'The business hours of the agent’s merchant, or of one of its groups, and whether it is open now.',
     args: { groupId: t.arg.string({ description: 'A group; absent: the merchant’s calendar.' }) },
     resolve: async (_root, args, ctx) => loadBusinessHours(ctx.deps, await ctx.agent(), { groupId: args.groupId }),
+  }),
+);
+
+// ---- messages left -------------------------------------------------------------------------
+
+export const LeftReasonEnum = builder.enumType('MessageLeftReason', {
+  description: 'Why nobody could answer.',
+  values: {
+    closed: { description: 'Out of business hours.' },
+    no_agent: { description: 'No agent of the group online.' },
+  } as const,
+});
+
+export const MessageLeftNoticeRef = builder.objectRef<MessageLeftNotice>('MessageLeftNotice').implement({
+  description: 'What a visitor whose conversation became a message left is told.',
+  fields: (t) => ({
+    reason: t.expose('reason', { type: LeftReasonEnum, description: 'Why nobody could answer.' }),
+    notice: t.exposeString('notice', { description: 'The plain sentence to show the visitor.' }),
+    nextOpenAt: t.exposeInt('nextOpenAt', { nullable: true, description: 'Unix seconds of the next opening, if closed.' }),
+    contactFields: t.exposeStringList('contactFields', { description: 'Contact details the merchant asks for.' }),
+  }),
+});
+
+const MessageLeft = builder.objectRef<MessageLeftView>('MessageLeft').implement({
+  description: 'A conversation kept when nobody could answer, waiting for an agent.',
+  fields: (t) => ({
+    conversationId: t.exposeString('conversationId', { description: 'Conversation id.' }),
+    visitorId: t.exposeString('visitorId', { description: 'Visitor uid (claim it with claimConversation).' }),
+    visitorName: t.exposeString('visitorName', { description: 'Visitor nickname.' }),
+    groupId: t.exposeString('groupId', { nullable: true, description: 'Its group.' }),
+    reason: t.expose('reason', { type: LeftReasonEnum, description: 'Why nobody could answer.' }),
+    leftAt: t.exposeFloat('leftAt', { description: 'When it was left, Unix milliseconds.' }),
+    contact: t.expose('contact', { type: 'JSON', description: 'Contact details the visitor left (`name`, `email`, `phone`).' }),
+    lastSeq: t.exposeInt('lastSeq', { description: 'The seq of its newest message.' }),
+    items: t.expose('items', { type: ['JSON'], description: 'Summary of the last message.' }),
+  }),
+});
+
+const MessageLeftPage = builder
+  .objectRef<{ nodes: MessageLeftView[]; hasNextPage: boolean; endCursor: string | null }>('MessageLeftPage')
+  .implement({
+    description: 'One page of messages left, oldest first.',
+    fields: (t) => ({
+      nodes: t.field({ type: [MessageLeft], resolve: (p) => p.nodes, description: 'The messages left.' }),
+      hasNextPage: t.exposeBoolean('hasNextPage', { description: 'More after this page.' }),
+      endCursor: t.exposeString('endCursor', { nullable: true, description: 'Pass as `after` for the next page.' }),
+    }),
+  });
+
+builder.queryField('messagesLeft', (t) =>
+  t.field({
+    type: MessageLeftPage,
+    description: 'Messages left still waiting for an agent, oldest first (agents). Take one with claimConversation.',
+    args: {
+      first: t.arg.int({ description: 'Page size, 1–100 (default 20).' }),
+      after: t.arg.string({ description: 'The endCursor of the previous page.' }),
+    },
+    resolve: async (_root, args, ctx) =>
+      listMessagesLeft(ctx.deps, await ctx.agent(), { first: args.first ?? undefined, after: args.after ?? undefined }),
+  }),
+);
+
+builder.mutationField('leaveContactDetails', (t) =>
+  t.field({
+    type: 'JSON',
+    description:
+      'The visitor leaves the contact details the merchant asks for (`VisitorSetting.contactFields`) on its open conversation; answers what is stored.',
+    args: {
+      name: t.arg.string({ description: 'Name.' }),
+      email: t.arg.string({ description: 'E-mail address.' }),
+      phone: t.arg.string({ description: 'Phone number.' }),
+    },
+    resolve: async (_root, args, ctx) =>
+      leaveContactDetails(ctx.deps, await ctx.visitor(), {
+        name: args.name ?? undefined,
+        email: args.email ?? undefined,
+        phone: args.phone ?? undefined,
+      }),
+  }),
+);
+
+builder.mutationField('updateContactFields', (t) =>
+  t.stringList({
+    description: 'Which contact details visitors leaving a message are asked for (`name`, `email`, `phone`). Admins only; audited.',
+    args: { fields: t.arg.stringList({ required: true, description: 'Any of name, email, phone.' }) },
+    resolve: async (_root, args, ctx) =>
+      updateContactFields(ctx.deps, await ctx.agent(), { fields: args.fields as ContactField[] }),
   }),
 );

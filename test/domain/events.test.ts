@@ -155,6 +155,10 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
       },
     },
   ],
+  'conversation.message_left': [
+    { ...ref, state: 'queued', groupId: null, reason: 'closed', nextOpenAt: 1800000000, notice: 'Closed.' },
+    { ...refWire, state: 'queued', group_id: null, reason: 'closed', next_open_at: 1800000000, notice: 'Closed.' },
+  ],
   'business_hours.changed': [
     { groupId: null, open: false, nextOpenAt: 1800000000, timezone: 'Europe/Paris' },
     { group_id: null, open: false, next_open_at: 1800000000, timezone: 'Europe/Paris' },
