@@ -45,6 +45,8 @@ export interface VisitorBootstrap {
     sessionInviteResolved: Switch;
     verified: boolean;
     paid: number;
+    /** Contact details asked of a visitor leaving a message (`name`, `email`, `phone`). */
+    contactFields: string[];
   };
   /** Whether the merchant is open now by its business hours (always open without a calendar). */
   businessHours: BusinessHoursView;
@@ -118,6 +120,7 @@ export async function loadVisitorBootstrap(
       sessionInviteResolved: asSwitch(s.session_invite_resolved) ?? 'off',
       verified: merchant.verified,
       paid: merchant.paid,
+      contactFields: merchant.contactFields,
     },
     // Computed at every bootstrap from the calendar, never a cached flag.
     businessHours: businessHoursAt(merchant.businessHours, deps.now()),

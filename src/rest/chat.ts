@@ -89,6 +89,18 @@ const assignData = z
     state: z.enum(['queued', 'active', 'closed']),
     agent: agentBriefWire.nullable(),
     queue_position: z.number().int().nullable(),
+    message_left: z
+      .object({
+        reason: z.enum(['closed', 'no_agent']),
+        notice: z.string(),
+        next_open_at: z.number().int().nullable(),
+        contact_fields: z.array(z.string()),
+      })
+      .strict()
+      .nullable()
+      .openapi({
+        description: 'Set while nobody can answer: the conversation is kept as a message left (docs/availability.md).',
+      }),
   })
   .strict();
 const legacyAssign = (r: AssignResult): z.input<typeof assignData> => ({
@@ -96,6 +108,12 @@ const legacyAssign = (r: AssignResult): z.input<typeof assignData> => ({
   state: r.state,
   agent: r.agent && toAgentBriefWire(r.agent),
   queue_position: r.queuePosition,
+  message_left: r.messageLeft && {
+    reason: r.messageLeft.reason,
+    notice: r.messageLeft.notice,
+    next_open_at: r.messageLeft.nextOpenAt,
+    contact_fields: r.messageLeft.contactFields,
+  },
 });
 
 const sendData = messageWire.extend({
@@ -195,6 +213,7 @@ export const chatEndpoints: AnyRoute[] = [
       state: 'active',
       agent: { agent_id: 'a_alice', nickname: 'Alice', avatar: '/assets/avatar-alice.svg' },
       queue_position: null,
+      message_left: null,
     },
     async handle({ deps, viewer, input }) {
       return legacyAssign(await assignAgent(deps, viewer, input));

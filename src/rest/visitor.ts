@@ -57,6 +57,9 @@ export const visitorBootstrapData = z
         session_invite_resolved: switchValue,
         verified: z.boolean(),
         paid: z.number().openapi({ description: 'Paid order id; 0 when none.' }),
+        contact_fields: z
+          .array(z.string())
+          .openapi({ description: 'Contact details asked of a visitor leaving a message: name, email, phone.' }),
         business_hours: z
           .object({
             open: z.boolean().openapi({ description: 'Open now by the business hours (true without a calendar).' }),
@@ -115,6 +118,7 @@ export function legacyVisitorBootstrap({
       session_invite_resolved: s.sessionInviteResolved,
       verified: s.verified,
       paid: s.paid,
+      contact_fields: s.contactFields,
       business_hours: { open: hours.open, next_open_at: hours.nextOpenAt, timezone: hours.timezone },
     },
   };

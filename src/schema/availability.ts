@@ -155,7 +155,10 @@ export const MessageLeftNoticeRef = builder.objectRef<MessageLeftNotice>('Messag
   fields: (t) => ({
     reason: t.expose('reason', { type: LeftReasonEnum, description: 'Why nobody could answer.' }),
     notice: t.exposeString('notice', { description: 'The plain sentence to show the visitor.' }),
-    nextOpenAt: t.exposeInt('nextOpenAt', { nullable: true, description: 'Unix seconds of the next opening, if closed.' }),
+    nextOpenAt: t.exposeInt('nextOpenAt', {
+      nullable: true,
+      description: 'Unix seconds of the next opening, if closed.',
+    }),
     contactFields: t.exposeStringList('contactFields', { description: 'Contact details the merchant asks for.' }),
   }),
 });
@@ -169,7 +172,10 @@ const MessageLeft = builder.objectRef<MessageLeftView>('MessageLeft').implement(
     groupId: t.exposeString('groupId', { nullable: true, description: 'Its group.' }),
     reason: t.expose('reason', { type: LeftReasonEnum, description: 'Why nobody could answer.' }),
     leftAt: t.exposeFloat('leftAt', { description: 'When it was left, Unix milliseconds.' }),
-    contact: t.expose('contact', { type: 'JSON', description: 'Contact details the visitor left (`name`, `email`, `phone`).' }),
+    contact: t.expose('contact', {
+      type: 'JSON',
+      description: 'Contact details the visitor left (`name`, `email`, `phone`).',
+    }),
     lastSeq: t.exposeInt('lastSeq', { description: 'The seq of its newest message.' }),
     items: t.expose('items', { type: ['JSON'], description: 'Summary of the last message.' }),
   }),
@@ -220,7 +226,8 @@ builder.mutationField('leaveContactDetails', (t) =>
 
 builder.mutationField('updateContactFields', (t) =>
   t.stringList({
-    description: 'Which contact details visitors leaving a message are asked for (`name`, `email`, `phone`). Admins only; audited.',
+    description:
+      'Which contact details visitors leaving a message are asked for (`name`, `email`, `phone`). Admins only; audited.',
     args: { fields: t.arg.stringList({ required: true, description: 'Any of name, email, phone.' }) },
     resolve: async (_root, args, ctx) =>
       updateContactFields(ctx.deps, await ctx.agent(), { fields: args.fields as ContactField[] }),

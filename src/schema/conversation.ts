@@ -6,6 +6,7 @@ import { type AssignResult, assignAgent } from '../resolvers/conversations/routi
 import { transferConversation } from '../resolvers/conversations/transfer.js';
 import type { ConversationView } from '../resolvers/conversations/view.js';
 import type { AgentBrief } from '../resolvers/event-catalog.js';
+import { MessageLeftNoticeRef } from './availability.js';
 import { builder } from './builder.js';
 import { chatViewer, defined } from './chat-args.js';
 
@@ -125,6 +126,13 @@ const AssignResultRef = builder.objectRef<AssignResult>('AssignResult').implemen
       description: 'The assigned agent; null while queued.',
     }),
     queuePosition: t.exposeInt('queuePosition', { nullable: true, description: 'Position from 1 while queued.' }),
+    messageLeft: t.field({
+      type: MessageLeftNoticeRef,
+      nullable: true,
+      resolve: (r) => r.messageLeft,
+      description:
+        'Set while nobody can answer: the conversation is kept as a message left, and what to tell the visitor.',
+    }),
   }),
 });
 

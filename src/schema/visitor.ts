@@ -96,6 +96,10 @@ const VisitorSetting = builder.objectRef<Setting>('VisitorSetting').implement({
     }),
     verified: t.exposeBoolean('verified', { description: 'Whether the merchant passed server verification.' }),
     paid: t.exposeFloat('paid', { description: 'Identifier of a paid order; 0 when none.' }),
+    contactFields: t.exposeStringList('contactFields', {
+      description:
+        'Contact details asked of a visitor leaving a message (`name`, `email`, `phone`); see leaveContactDetails.',
+    }),
   }),
 });
 

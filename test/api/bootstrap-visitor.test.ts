@@ -77,6 +77,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
       verified: 'boolean',
       paid: 'number',
       business_hours: 'object',
+      contact_fields: 'array',
     };
     expect(Object.keys(setting).sort()).toEqual(Object.keys(settingTypes).sort());
     for (const [field, type] of Object.entries(settingTypes))
@@ -109,6 +110,7 @@ describe('Visitor bootstrap data (GET /visitor/data/get)', () => {
               "open": "boolean",
               "timezone": "string",
             },
+            "contact_fields": [],
             "emoji": "string",
             "paid": "number",
             "session_invite_rating": "string",
@@ -348,7 +350,7 @@ describe('Visitor bootstrap in GraphQL (Query.visitorBootstrap)', () => {
       setting {
         appname appkey wsAddress
         uploadLimits { imageMaxBytes fileMaxBytes videoMaxBytes voiceMaxBytes }
-        voice sound uploadFile uploadImg emoji sessionInviteRating sessionInviteResolved verified paid
+        voice sound uploadFile uploadImg emoji sessionInviteRating sessionInviteResolved verified paid contactFields
       }
       businessHours { open nextOpenAt timezone }
     }
@@ -390,6 +392,7 @@ describe('Visitor bootstrap in GraphQL (Query.visitorBootstrap)', () => {
       verified: setting.verified,
       paid: setting.paid,
       business_hours: rest.setting.business_hours,
+      contact_fields: setting.contactFields,
     }).toEqual(rest.setting);
   });
 

@@ -38,7 +38,15 @@ describe('REST: a whole conversation, legacy envelopes', () => {
 
     const assigned = await v.client.json('/visitor/chat/assign', { method: 'POST', form: {}, headers: v.headers });
     expect(assigned.body.code).toBe(0);
-    expect(Object.keys(assigned.body.data).sort()).toEqual(['agent', 'conversation_id', 'queue_position', 'state']);
+    expect(Object.keys(assigned.body.data).sort()).toEqual([
+      'agent',
+      'conversation_id',
+      'message_left',
+      'queue_position',
+      'state',
+    ]);
+    // Alice is offline: nobody can answer, so the conversation is kept as a message left (docs/availability.md).
+    expect(assigned.body.data.message_left).toMatchObject({ reason: 'no_agent', next_open_at: null });
 
     const first = await v.client.json('/visitor/message/send', {
       method: 'POST',

@@ -59,6 +59,7 @@ export const EVENTS = Object.freeze({
   "conversation.closed": "conversation.closed",
   "conversation.rating_invited": "conversation.rating_invited",
   "note.created": "note.created",
+  "conversation.message_left": "conversation.message_left",
   "business_hours.changed": "business_hours.changed",
   "merchant.config_changed": "merchant.config_changed",
   "visitor_token.revoked": "visitor_token.revoked",

@@ -121,3 +121,23 @@ export async function updateBusinessHours(
   await publishOutbox(deps);
   return loadBusinessHours(deps, viewer, { groupId });
 }
+
+/**
+ * Whether a group (its own calendar, else the merchant's) is open at `now`. Routing serves a
+ * group's queue only while it is open: out of hours its conversations wait as messages left.
+ */
+export async function groupOpenAt(
+  db: Deps['db'] | Tx,
+  merchantId: string,
+  groupId: string | null,
+  now: number,
+): Promise<boolean> {
+  const [m] = await db.select({ hours: merchants.businessHours }).from(merchants).where(eq(merchants.id, merchantId));
+  const [g] = groupId
+    ? await db
+        .select({ hours: agentGroups.businessHours })
+        .from(agentGroups)
+        .where(and(eq(agentGroups.id, groupId), eq(agentGroups.merchantId, merchantId)))
+    : [];
+  return businessHoursAt(g?.hours ?? m?.hours, now).open;
+}

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { agentGroups, agents, conversations, merchants, visitors } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
-import { appendMessage, openConversation } from '../chat-rows.js';
+import { openConversation } from '../chat-rows.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
@@ -16,9 +16,10 @@ import { calendarsOf } from './calendars.js';
  * Messages left: when nobody can answer (out of business hours, or no agent of the group online)
  * a visitor still writes, and nothing is refused. Its conversation is stored as a message left:
  * it stays open (queued) with its messages and attachments, the visitor is told plainly what
- * happens next (a system message, and the assign answer), the merchant is notified
+ * happens next (the assign answer and the event carry the notice), the merchant is notified
  * (`conversation.message_left` on `global-{bid}`), and agents find it in `messagesLeft`, oldest
- * first, to take it (claim) and answer. Routing and the idle close leave it be.
+ * first, to take it (claim) and answer; routing gives it to the first agent of its group that
+ * comes online while the group is open. The idle close leaves it be while it waits.
  */
 
 export type LeftReason = 'closed' | 'no_agent';
@@ -96,15 +97,6 @@ export async function leaveMessage(
       .where(eq(conversations.id, ctx.conversation.id))
       .returning();
     if (!updated) return false;
-    ctx.conversation = updated;
-    await appendMessage(deps, tx, ctx, {
-      senderType: 'system',
-      senderId: '',
-      clientMsgId: null,
-      type: 'system',
-      content: notice,
-      meta: { event: 'message_left', reason: why.reason, next_open_at: why.nextOpenAt },
-    });
     const data = {
       conversationId: updated.id,
       visitorId,
@@ -120,7 +112,12 @@ export async function leaveMessage(
   });
   if (!done) return undefined;
   await publishOutbox(deps);
-  return { reason: why.reason, notice, nextOpenAt: why.nextOpenAt, contactFields: await contactFieldsOf(deps, merchantId) };
+  return {
+    reason: why.reason,
+    notice,
+    nextOpenAt: why.nextOpenAt,
+    contactFields: await contactFieldsOf(deps, merchantId),
+  };
 }
 
 /** The notice of a conversation that is a message left (its reason), for answers after the first. */
@@ -170,7 +167,8 @@ export interface MessageLeftView {
   items: unknown[];
 }
 
-const cursorOf = (v: MessageLeftView) => Buffer.from(JSON.stringify([new Date(v.leftAt).toISOString(), v.conversationId])).toString('base64url');
+const cursorOf = (v: MessageLeftView) =>
+  Buffer.from(JSON.stringify([new Date(v.leftAt).toISOString(), v.conversationId])).toString('base64url');
 function readCursor(cursor: string): [string, string] {
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString());
@@ -196,7 +194,9 @@ export async function listMessagesLeft(deps: Deps, viewer: AgentViewer, raw: z.i
         eq(conversations.merchantId, viewer.merchantId),
         eq(conversations.state, 'queued'),
         isNotNull(conversations.leftAt),
-        after ? sql`(${conversations.leftAt}, ${conversations.id}) > (${after[0]}::timestamptz, ${after[1]})` : undefined,
+        after
+          ? sql`(${conversations.leftAt}, ${conversations.id}) > (${after[0]}::timestamptz, ${after[1]})`
+          : undefined,
       ),
     )
     .orderBy(asc(conversations.leftAt), asc(conversations.id))

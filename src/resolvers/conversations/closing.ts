@@ -103,6 +103,8 @@ export async function closeIdleConversations(deps: Deps): Promise<number> {
     .where(
       and(
         ne(conversations.state, 'closed'),
+        // A message left waits for an agent however long: never closed for idleness once written in.
+        sql`(${conversations.leftAt} is null or ${conversations.state} <> 'queued' or ${conversations.lastSeq} = 0)`,
         sql`${merchants.idleCloseMinutes} > 0`,
         sql`${conversations.timestamp} <= ${nowSeconds} - ${merchants.idleCloseMinutes} * 60`,
       ),
@@ -114,7 +116,12 @@ export async function closeIdleConversations(deps: Deps): Promise<number> {
     const done = await deps.db.transaction(async (tx) => {
       const ctx = await openConversation(tx, row.merchantId, row.visitorId, { lock: true });
       // Re-checked under the lock: a message that arrived meanwhile keeps it open.
-      if (!ctx || ctx.conversation.id !== row.id) return false;
+      if (
+        !ctx ||
+        ctx.conversation.id !== row.id ||
+        (ctx.conversation.leftAt && ctx.conversation.state === 'queued' && ctx.conversation.lastSeq > 0)
+      )
+        return false;
       const [m] = await tx
         .select({ minutes: merchants.idleCloseMinutes })
         .from(merchants)

@@ -4,6 +4,8 @@ import { type Agent, agentGroups, agents, conversations, merchants } from '../..
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
+import { groupOpenAt } from '../availability/calendars.js';
+import { leaveMessage, type MessageLeftNotice, nobodyToAnswer, noticeOf } from '../availability/messages-left.js';
 import { appendMessage, type ConversationContext, openConversation, selectContexts } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
 import { agentChannel, globalChannel } from '../events.js';
@@ -25,6 +27,8 @@ export interface AssignResult {
   state: ConversationState;
   agent: AgentBrief | null;
   queuePosition: number | null;
+  /** Set while the conversation is a message left: what the visitor is told (docs/availability.md). */
+  messageLeft: MessageLeftNotice | null;
 }
 
 export const assignInput = z.object({ groupId: id.optional(), agentId: id.optional() });
@@ -49,7 +53,10 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, raw: unknow
     preferred = agent.id;
   }
   const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId);
-  if (created)
+  // Nobody can answer (out of hours, nobody of the group online): kept as a message left, not routed.
+  const nobody = created ? await nobodyToAnswer(deps, viewer.merchantId, groupId) : null;
+  if (nobody) await leaveMessage(deps, viewer.merchantId, viewer.visitorId, nobody);
+  else if (created)
     await drainQueue(deps, viewer.merchantId, preferred ? { conversationId: created, agentId: preferred } : undefined);
   const ctx = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'The conversation was closed meanwhile; assign again');
@@ -58,7 +65,16 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, raw: unknow
 
 async function assignResult(deps: Deps, conversationId: string): Promise<AssignResult> {
   const view = await viewOf(deps.db, conversationId, 'visitor');
-  return { conversationId, state: view.state, agent: view.agent, queuePosition: view.queuePosition };
+  const [left] = await deps.db
+    .select({
+      merchantId: conversations.merchantId,
+      leftReason: conversations.leftReason,
+      groupId: conversations.groupId,
+    })
+    .from(conversations)
+    .where(eq(conversations.id, conversationId));
+  const messageLeft = left && view.state === 'queued' ? await noticeOf(deps, left.merchantId, left) : null;
+  return { conversationId, state: view.state, agent: view.agent, queuePosition: view.queuePosition, messageLeft };
 }
 
 /** The requested group of the merchant, or its default group. */
@@ -236,7 +252,12 @@ export async function drainQueue(
       .limit(500)
       .for('update', { of: conversations });
     let n = 0;
+    const open = new Map<string | null, boolean>();
     for (const ctx of queued) {
+      // Out of business hours a group's conversations wait (messages left) until it opens.
+      const group = ctx.conversation.groupId ?? routing.defaultGroupId;
+      if (!open.has(group)) open.set(group, await groupOpenAt(tx, merchantId, group, now));
+      if (!open.get(group)) continue;
       const agent = pickAgent(routing, ctx, preferred);
       if (!agent) continue;
       if (await assignInTx(deps, tx, ctx, agent, 'routing', now)) {

@@ -1,0 +1,136 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { conversations, merchants } from '../../src/db/schema.js';
+import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
+import {
+  leaveContactDetails,
+  listMessagesLeft,
+  updateContactFields,
+} from '../../src/resolvers/availability/messages-left.js';
+import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
+import { assignAgent, drainQueue } from '../../src/resolvers/conversations/routing.js';
+import { globalChannel } from '../../src/resolvers/events.js';
+import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
+import { codeOf, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+
+/** When nobody can answer, nothing is refused: the conversation is kept as a message left (docs/availability.md). */
+
+let deps: TestDeps;
+let f: ReturnType<typeof factories>;
+beforeAll(async () => {
+  deps = await testDeps();
+  f = factories(deps);
+});
+afterAll(() => f.cleanup());
+
+const MIN = 60_000;
+const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
+
+describe('messages left: nobody online', () => {
+  it('the visitor writes, is told what happens, the merchant is notified, the first agent online answers, the visitor sees it', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    await updateContactFields(deps, admin, { fields: ['email', 'name'] });
+    const visitor = await f.visitor(m);
+    const rec = recordEvents(deps, [globalChannel(m.bid), visitor.channel]);
+    await rec.ready;
+
+    const assigned = await assignAgent(deps, visitor);
+    expect(assigned.state).toBe('queued');
+    expect(assigned.messageLeft).toMatchObject({ reason: 'no_agent', nextOpenAt: null, contactFields: ['email', 'name'] });
+    expect(assigned.messageLeft?.notice).toContain('No agent is online right now');
+    const notified = await rec.first('conversation.message_left', globalChannel(m.bid));
+    expect(notified.data).toMatchObject({
+      conversation_id: assigned.conversationId,
+      visitor_id: visitor.visitorId,
+      reason: 'no_agent',
+      notice: assigned.messageLeft?.notice,
+    });
+    await rec.first('conversation.message_left', visitor.channel);
+
+    // Nothing refused: messages and contact details are stored.
+    const sent = await sendMessage(deps, visitor, { clientMsgId: 'l1', content: 'Is my order shipped?' });
+    expect(sent.conversationState).toBe('queued');
+    await sendMessage(deps, visitor, { clientMsgId: 'l2', content: 'Order 1234' });
+    expect(await leaveContactDetails(deps, visitor, { email: 'lily@example.com', phone: '+33 1 23 45 67 89' })).toEqual({
+      email: 'lily@example.com',
+    });
+    // The idle close never closes a message left.
+    await deps.db.update(merchants).set({ idleCloseMinutes: 1 }).where(eq(merchants.id, m.merchantId));
+    const real = deps.now;
+    deps.now = () => Date.now() + 3600_000;
+    try {
+      await closeIdleConversations(deps);
+    } finally {
+      deps.now = real;
+    }
+    const [row] = await deps.db.select().from(conversations).where(eq(conversations.id, assigned.conversationId));
+    expect(row?.state).toBe('queued');
+
+    // Agents find it in the list (a second one left later comes after it).
+    const agent = await f.agent(m);
+    const other = await f.visitor(m);
+    await assignAgent(deps, other);
+    const page = await listMessagesLeft(deps, agent, { first: 1 });
+    expect(page.nodes.map((n) => [n.conversationId, n.reason, n.contact, n.lastSeq])).toEqual([
+      [assigned.conversationId, 'no_agent', { email: 'lily@example.com' }, 2],
+    ]);
+    expect(page.hasNextPage).toBe(true);
+    const next = await listMessagesLeft(deps, agent, { first: 10, after: page.endCursor ?? undefined });
+    expect(next.nodes.map((n) => n.visitorId)).toEqual([other.visitorId]);
+    expect(await codeOf(listMessagesLeft(deps, agent, { after: 'nonsense' }))).toBe('BAD_USER_INPUT');
+
+    // The first agent online takes the oldest (routing, FIFO), answers; the visitor sees the answer.
+    const online = await f.online(agent);
+    await drainQueue(deps, m.merchantId);
+    const [taken] = await deps.db.select().from(conversations).where(eq(conversations.id, assigned.conversationId));
+    expect([taken?.state, taken?.agentId]).toEqual(['active', agent.agentId]);
+    await sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a1', content: 'Shipped today.' });
+    const history = await listMessages(deps, visitor, {});
+    expect(history.messages.filter((x) => x.senderType !== 'system').map((x) => [x.senderType, x.content])).toEqual([
+      ['visitor', 'Is my order shipped?'],
+      ['visitor', 'Order 1234'],
+      ['agent', 'Shipped today.'],
+    ]);
+    await online.disconnect();
+    rec.stop();
+  });
+});
+
+describe('messages left: out of hours', () => {
+  it('an online agent is not routed a conversation out of hours; it is a message left it may take', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const agent = await f.agent(m);
+    const online = await f.online(agent);
+    // Open later today only (an hour from 3 hours from now).
+    const opens = Math.ceil((Date.now() + 180 * MIN) / MIN) * MIN;
+    await updateBusinessHours(deps, admin, {
+      timezone: 'UTC',
+      weekly: [1, 2, 3, 4, 5, 6, 7].map((day) => ({ day, start: hhmm(opens), end: hhmm(opens + 60 * MIN) })),
+    });
+    const visitor = await f.visitor(m);
+    const assigned = await assignAgent(deps, visitor);
+    expect(assigned.state).toBe('queued');
+    expect(assigned.messageLeft).toMatchObject({ reason: 'closed', nextOpenAt: opens / 1000 });
+    await sendMessage(deps, visitor, { clientMsgId: 'n1', content: 'Hello at night' });
+    expect(await drainQueue(deps, m.merchantId)).toBe(0);
+    expect((await listMessagesLeft(deps, agent)).nodes.map((n) => n.reason)).toEqual(['closed']);
+    // The agent takes it from the list and answers.
+    const claimed = await claimConversation(deps, agent, { visitorId: visitor.visitorId });
+    expect(claimed.state).toBe('active');
+    expect((await listMessagesLeft(deps, agent)).nodes).toEqual([]);
+    // When the group opens, routing serves its queue again.
+    const real = deps.now;
+    deps.now = () => opens + 1000;
+    try {
+      const late = await f.visitor(m);
+      const queued = await assignAgent(deps, late);
+      expect([queued.state, queued.messageLeft]).toEqual(['active', null]);
+    } finally {
+      deps.now = real;
+    }
+    await online.disconnect();
+  });
+});
