@@ -38,7 +38,11 @@ describe('messages left: nobody online', () => {
 
     const assigned = await assignAgent(deps, visitor);
     expect(assigned.state).toBe('queued');
-    expect(assigned.messageLeft).toMatchObject({ reason: 'no_agent', nextOpenAt: null, contactFields: ['email', 'name'] });
+    expect(assigned.messageLeft).toMatchObject({
+      reason: 'no_agent',
+      nextOpenAt: null,
+      contactFields: ['email', 'name'],
+    });
     expect(assigned.messageLeft?.notice).toContain('No agent is online right now');
     const notified = await rec.first('conversation.message_left', globalChannel(m.bid));
     expect(notified.data).toMatchObject({
@@ -53,9 +57,11 @@ describe('messages left: nobody online', () => {
     const sent = await sendMessage(deps, visitor, { clientMsgId: 'l1', content: 'Is my order shipped?' });
     expect(sent.conversationState).toBe('queued');
     await sendMessage(deps, visitor, { clientMsgId: 'l2', content: 'Order 1234' });
-    expect(await leaveContactDetails(deps, visitor, { email: 'lily@example.com', phone: '+33 1 23 45 67 89' })).toEqual({
-      email: 'lily@example.com',
-    });
+    expect(await leaveContactDetails(deps, visitor, { email: 'lily@example.com', phone: '+33 1 23 45 67 89' })).toEqual(
+      {
+        email: 'lily@example.com',
+      },
+    );
     // The idle close never closes a message left.
     await deps.db.update(merchants).set({ idleCloseMinutes: 1 }).where(eq(merchants.id, m.merchantId));
     const real = deps.now;
