@@ -5,7 +5,8 @@ import type { Config } from '../config.js';
  * The one Origin allowlist of the gateway: the gateway's own origin (the request's Host, with
  * the scheme it arrived over — either one when that is unknown), the origin of PUBLIC_WS_ADDRESS
  * and each of ALLOWED_ORIGINS. CORS on /graphql and the cross-site refusal of state-changing
- * requests (src/http/cross-site.ts) read it; the WebSocket Origin check applies the same rule.
+ * requests (src/http/cross-site.ts) read it, and so does the WebSocket upgrade of both real-time
+ * transports (verifyWebSocketOrigin below).
  */
 export type OriginPolicy = Pick<Config, 'allowedOrigins' | 'publicWsAddress' | 'trustProxy'>;
 
@@ -20,7 +21,7 @@ export function originOf(value: string): string | undefined {
 }
 
 /** Whether a request came over TLS: the socket itself, or a trusted proxy's X-Forwarded-Proto; undefined when unknown. */
-export function requestIsSecure(req: IncomingMessage, config: Pick<Config, 'trustProxy'>): boolean | undefined {
+function requestIsSecure(req: IncomingMessage, config: Pick<Config, 'trustProxy'>): boolean | undefined {
   if ((req.socket as { encrypted?: boolean }).encrypted) return true;
   if (!config.trustProxy) return undefined; // a TLS-terminating proxy may be in front: unknown
   const proto = req.headers['x-forwarded-proto'];
@@ -43,7 +44,7 @@ export function listedOrigins(config: Pick<Config, 'allowedOrigins' | 'publicWsA
 }
 
 /** Whether `origin` (a browser's Origin header) is the gateway's own origin for this request. */
-export function isOwnOrigin(origin: string, req: IncomingMessage, config: Pick<Config, 'trustProxy'>): boolean {
+function isOwnOrigin(origin: string, req: IncomingMessage, config: Pick<Config, 'trustProxy'>): boolean {
   const host = req.headers.host;
   if (!host) return false;
   const secure = requestIsSecure(req, config);
@@ -65,4 +66,20 @@ export function originAllowedFor(
   const asked = originOf(origin);
   if (!asked) return false;
   return listed.has(asked) || isOwnOrigin(asked, req, config);
+}
+
+/**
+ * `ws`'s verifyClient for both real-time transports, with the rule above: cross-site WebSocket
+ * hijacking — a page on another site must not open a socket that carries the agent's Session
+ * cookie — refused with 403 before the socket opens.
+ */
+export function verifyWebSocketOrigin(config: OriginPolicy) {
+  const listed = listedOrigins(config);
+  return (
+    info: { origin?: string; secure: boolean; req: IncomingMessage },
+    done: (ok: boolean, code?: number, message?: string) => void,
+  ) => {
+    if (originAllowedFor(info.origin, info.req, config, listed)) done(true);
+    else done(false, 403, 'Origin not allowed');
+  };
 }

@@ -2,12 +2,12 @@ import type { IncomingMessage } from 'node:http';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
 import { classifyError } from '../errors.js';
+import { verifyWebSocketOrigin } from '../http/origins.js';
 import type { SessionLayer } from '../http/session.js';
 import { findMerchantByAppkey } from '../resolvers/merchant.js';
 import { type Connection, type ConnectionCore, type ConnectionEnd, ConnectionRefused } from './connection.js';
 import type { Fanout } from './fanout.js';
 import { MAX_WS_PAYLOAD_BYTES } from './limits.js';
-import { verifyOrigin } from './origin.js';
 import {
   ACTIVITY_TIMEOUT_SECONDS,
   type PusherApp,
@@ -50,7 +50,7 @@ export function createPusherServer(
     noServer: true,
     maxPayload: MAX_WS_PAYLOAD_BYTES,
     perMessageDeflate: false,
-    verifyClient: verifyOrigin(deps.config),
+    verifyClient: verifyWebSocketOrigin(deps.config),
   });
   const shared: PusherServices = { deps, sessions, core, fanout };
   const held = new Map<WebSocket, HeldSocket>();

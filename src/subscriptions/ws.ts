@@ -13,6 +13,7 @@ import { CloseCode, handleProtocols, makeServer, type ServerOptions } from 'grap
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
+import { verifyWebSocketOrigin } from '../http/origins.js';
 import { wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
 import { describeOperation } from '../observability/graphql.js';
@@ -23,14 +24,13 @@ import { type Connection, type ConnectionCore, ConnectionRefused } from './conne
 import type { Fanout } from './fanout.js';
 import { createKeepAlive } from './keepalive.js';
 import { MAX_BUFFERED_BYTES, MAX_WS_PAYLOAD_BYTES } from './limits.js';
-import { verifyOrigin } from './origin.js';
 import { closeEverySocket } from './shutdown.js';
 import { type Extra, GraphqlWsConnection, SLOW_REASON, type SocketContext } from './ws-connection.js';
 import { presentedIdentity } from './ws-identity.js';
 import { documentFormatKeys, graphqlFormat, OperationHandle } from './ws-operation.js';
 
 /** A socket must send `connection_init` within this time. */
-export const CONNECTION_INIT_WAIT_MS = 5000;
+const CONNECTION_INIT_WAIT_MS = 5000;
 /** Ping interval; a socket that does not answer a ping within it is terminated. */
 const KEEPALIVE_MS = 12_000;
 
@@ -78,7 +78,7 @@ export function createSubscriptionServer(
     noServer: true,
     maxPayload: MAX_WS_PAYLOAD_BYTES,
     perMessageDeflate: false,
-    verifyClient: verifyOrigin(deps.config),
+    verifyClient: verifyWebSocketOrigin(deps.config),
   });
   const shared: Shared = {
     deps,

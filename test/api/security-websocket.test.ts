@@ -1,8 +1,9 @@
+import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { originAllowedFor } from '../../src/http/origins.js';
 import { SUBSCRIBE_RATE } from '../../src/subscriptions/connection.js';
 import { MAX_WS_PAYLOAD_BYTES } from '../../src/subscriptions/limits.js';
-import { originAllowed } from '../../src/subscriptions/origin.js';
 import { visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { rawSocket } from '../support/ws.js';
@@ -50,6 +51,26 @@ async function ackedSocket() {
 
 const subscribe = (id: string) =>
   JSON.stringify({ id, type: 'subscribe', payload: { query: 'subscription { channel(name: "nope") { id } }' } });
+
+/** An upgrade request to `host`, over TLS (`secure`), plain (false, said by a trusted proxy) or unknown. */
+function upgradeTo(gw: { host: string; secure?: boolean }): IncomingMessage {
+  const headers: IncomingMessage['headers'] = { host: gw.host };
+  if (gw.secure === false) headers['x-forwarded-proto'] = 'http';
+  return { headers, socket: { encrypted: gw.secure === true } } as unknown as IncomingMessage;
+}
+
+/** The gateway's Origin rule (src/http/origins.ts) as the upgrade applies it. */
+function originAllowed(
+  origin: string | undefined,
+  gw: { host: string; secure?: boolean; allowedOrigins: string[]; publicWsAddress?: string },
+): boolean {
+  const config = {
+    allowedOrigins: gw.allowedOrigins,
+    publicWsAddress: gw.publicWsAddress,
+    trustProxy: gw.secure === false,
+  };
+  return originAllowedFor(origin, upgradeTo(gw), config);
+}
 
 describe('WebSocket Origin allowlist (ALLOWED_ORIGINS)', () => {
   const gateway = { host: 'chat.example.com', allowedOrigins: [PARTNER] };
