@@ -135,7 +135,7 @@ const UNAVAILABLE_CODES = new Set([
 const UNAVAILABLE_SQLSTATE = /^(08[0-9A-Z]{3}|53[0-9A-Z]{3}|57P0[1-3]|57014)$/;
 
 /** Whether `error` (or what it wraps) says a backing service is unreachable: by class and code only. */
-export function isInfrastructureFailure(error: unknown, depth = 0): boolean {
+function isInfrastructureFailure(error: unknown, depth = 0): boolean {
   if (!(error instanceof Error) || depth > 5) return false;
   const code = (error as { code?: unknown }).code;
   return (

@@ -9,7 +9,7 @@ const svgCaptcha = createRequire(import.meta.url)('svg-captcha') as (text: strin
  * confuse (0/O, 1/I/L), 31 in all. Answers are compared case-insensitively.
  */
 export const CAPTCHA_ALPHABET = '23456789ABCDEFGHJKMNPQRSTUVWXYZ';
-export const CAPTCHA_LENGTH = 4;
+const CAPTCHA_LENGTH = 4;
 
 /** A captcha text: each character drawn uniformly (crypto.randomInt) from CAPTCHA_ALPHABET. */
 export function drawCaptchaText(length = CAPTCHA_LENGTH): string {

@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 
-export type SmsPurpose = 'register';
+type SmsPurpose = 'register';
 
 /** Sends one SMS verification code. Rejects when the message could not be handed over. */
 export type SmsDriver = (message: { mobile: string; code: string; purpose: SmsPurpose }) => Promise<void>;

@@ -52,7 +52,7 @@ function noteEmbeddedSessions(ctx: CommandContext) {
 }
 
 /** The operator commands. Each is a thin adapter over src/resolvers/admin.ts. */
-export const COMMANDS: Record<string, Command> = {
+const COMMANDS: Record<string, Command> = {
   'merchant:create': {
     summary: 'Create a merchant; prints its appkey and identity secret (shown once).',
     options: {

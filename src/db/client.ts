@@ -27,7 +27,7 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export type QueryListener = (sql: string) => void;
+type QueryListener = (sql: string) => void;
 
 /** A drizzle logger that forwards every statement to the listeners currently registered. */
 function queryListeners() {

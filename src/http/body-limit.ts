@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { DomainError } from '../errors.js';
 
 /** Every request body is capped at this many bytes, whatever its content type (413 past it). */
-export const MAX_BODY_BYTES = 64 * 1024;
+const MAX_BODY_BYTES = 64 * 1024;
 
 const tooLarge = () => new DomainError('PAYLOAD_TOO_LARGE', `Request body larger than ${MAX_BODY_BYTES / 1024}kb`);
 

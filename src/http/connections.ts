@@ -13,7 +13,7 @@ import type { Config } from '../config.js';
  *   real-time caps govern sockets). Not applied with TRUST_PROXY on, when every connection
  *   comes from the proxy (cap per client there).
  */
-export type ServerLimits = Config['hardening'];
+type ServerLimits = Config['hardening'];
 
 /** Options for `http.createServer`: how often Node checks the header and request deadlines. */
 export function serverOptions(limits: ServerLimits) {

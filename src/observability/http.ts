@@ -1,6 +1,6 @@
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { context, propagation, type Span, SpanKind, trace } from '@opentelemetry/api';
-import { type NextFunction, type Request, type Response, Router } from 'express';
+import type { NextFunction, Request, Response } from 'express';
 import type { WebSocketServer } from 'ws';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
@@ -8,7 +8,7 @@ import { type Logger, redactUrl } from '../log.js';
 import { failSpan, tracer } from './tracing.js';
 
 /** The header carrying a request id in and out (what proxies and log pipelines already use). */
-export const REQUEST_ID_HEADER = 'x-request-id';
+const REQUEST_ID_HEADER = 'x-request-id';
 
 /** A caller's request id is kept only when it is short and plain, so it cannot forge log lines. */
 const ACCEPTABLE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -83,21 +83,6 @@ export function requestObservability(deps: Pick<Deps, 'metrics' | 'config'>, log
     );
     context.with(trace.setSpan(parent, span), next);
   };
-}
-
-/** GET /metrics: the Prometheus exposition of this instance (absent when METRICS_ENABLED is off). */
-export function metricsRoutes(deps: Pick<Deps, 'metrics'>): Router {
-  const router = Router();
-  if (!deps.metrics.enabled) return router;
-  router.get('/metrics', async (_req, res, next) => {
-    try {
-      const body = await deps.metrics.render();
-      res.set({ 'Content-Type': deps.metrics.contentType, 'Cache-Control': 'no-store' }).send(body);
-    } catch (error) {
-      next(error);
-    }
-  });
-  return router;
 }
 
 /**

@@ -1,10 +1,10 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Why a login attempt failed; a fixed set, so it can be a metric label. */
-export type LoginFailureReason = 'captcha' | 'credentials' | 'locked' | 'disabled';
+type LoginFailureReason = 'captcha' | 'credentials' | 'locked' | 'disabled';
 /** Why an event did not reach (all) its subscribers. */
-export type EventDropReason = 'publish_failed' | 'history_gap' | 'slow_consumer';
-export type Backend = 'postgres' | 'redis';
+type EventDropReason = 'publish_failed' | 'history_gap' | 'slow_consumer';
+type Backend = 'postgres' | 'redis';
 
 /**
  * The gateway's metrics, as plain methods: the domain (src/resolvers/) and the adapters call

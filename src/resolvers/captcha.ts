@@ -15,7 +15,7 @@ export const CAPTCHA_TTL_SECONDS = 300;
  * minutes, then refused for 15 minutes. Counted before the comparison (a right answer gives its
  * point back), so parallel guesses cannot get more compared than this.
  */
-export const CAPTCHA_FAILURES = { name: 'captcha-fail-ip', points: 30, durationSeconds: 900, blockSeconds: 900 };
+const CAPTCHA_FAILURES = { name: 'captcha-fail-ip', points: 30, durationSeconds: 900, blockSeconds: 900 };
 
 const captchaKey = (purpose: CaptchaPurpose, sessionId: string) => `captcha:${purpose}:${sessionId}`;
 

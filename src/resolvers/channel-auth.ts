@@ -16,7 +16,7 @@ import { hashToken, type VisitorViewer } from './viewer.js';
 export const PRIVATE_PREFIX = 'private-';
 
 /** A Pusher socket id as the gateway issues it: two decimal numbers joined by a dot. */
-export const SOCKET_ID = /^\d{1,16}\.\d{1,16}$/;
+const SOCKET_ID = /^\d{1,16}\.\d{1,16}$/;
 
 /** How long a signature's identity waits, server-side, for the subscription it authorizes. */
 const GRANT_TTL_SECONDS = 120;

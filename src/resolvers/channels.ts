@@ -42,7 +42,7 @@ export async function requireOwnAppkey(deps: Deps, viewer: ChannelViewer, appkey
 }
 
 /** What a channel subscription does with an event of its channel. */
-export type EventFate = 'deliver' | 'skip' | 'last';
+type EventFate = 'deliver' | 'skip' | 'last';
 
 /**
  * The per-subscriber rule of a channel, applied by the delivery path (src/subscriptions/fanout.ts)

@@ -1,9 +1,9 @@
 import { and, eq, ne, sql } from 'drizzle-orm';
-import { agents, type Conversation, conversations, type Message, merchants, messages, visitors } from '../db/schema.js';
+import { type Conversation, conversations, type Message, merchants, messages, visitors } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
-import type { AgentBrief, AttachmentView, MessageView } from './event-catalog.js';
+import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel } from './events.js';
 import { enqueueEvent, type Tx } from './outbox.js';
 
@@ -99,16 +99,6 @@ export async function requireMerchantVisitor(db: Reader, merchantId: string, vis
     .limit(1);
   if (!visitor) throw new DomainError('NOT_FOUND', 'No such visitor');
   return visitor;
-}
-
-export async function agentBrief(db: Reader, agentId: string | null): Promise<AgentBrief | null> {
-  if (!agentId) return null;
-  const [agent] = await db
-    .select({ agentId: agents.id, nickname: agents.nickname, avatar: agents.avatar })
-    .from(agents)
-    .where(eq(agents.id, agentId))
-    .limit(1);
-  return agent ?? null;
 }
 
 /** A stored message as clients see it; `attachment` is the view of its attachment row (attachments.ts signs its URLs). */

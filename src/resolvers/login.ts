@@ -9,7 +9,7 @@ import { globalChannel, publishQuietly } from './events.js';
 import { agentSessionsKey, noteSessionSeen, type SessionPort } from './session.js';
 import { endSession, TICKET_AGENT } from './viewer.js';
 
-export interface LoginInput {
+interface LoginInput {
   username: string;
   password: string;
   captcha: string;
@@ -39,7 +39,7 @@ const IP_FAILURES = { name: 'login-fail-ip', points: 30, durationSeconds: 900, b
  * still limited, to this many).
  */
 const KNOWN_ADDRESS_ATTEMPTS = { name: 'login-known-address', points: 5, durationSeconds: 900, blockSeconds: 900 };
-export const KNOWN_ADDRESS_TTL_SECONDS = 30 * 86_400;
+const KNOWN_ADDRESS_TTL_SECONDS = 30 * 86_400;
 const knownAddressKey = (account: string, clientIp: string) => `login-known:${account}:${clientIp}`;
 
 const LOGIN_FAILED_MSG = 'Wrong username or password';

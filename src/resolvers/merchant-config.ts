@@ -33,7 +33,7 @@ const MAX_TOKENS = 50_000;
 /** Wait before listening again after the invalidation subscription failed. */
 const RESUBSCRIBE_MS = 1_000;
 
-export interface MerchantConfig {
+interface MerchantConfig {
   merchant: Merchant;
   /** Default group first, then by position and name. */
   groups: { id: string; name: string; isDefault: boolean }[];

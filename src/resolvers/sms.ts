@@ -11,7 +11,7 @@ export const SMS_CODE_TRIES = 5;
 const VERIFY_TRIES = { name: 'sms-verify', points: SMS_CODE_TRIES, durationSeconds: SMS_CODE_TTL_SECONDS };
 const NO_TRIES_LEFT = 'No tries left for this SMS code, request a new one';
 /** Mainland-China mobile numbers: 11 digits starting 13–19. */
-export const MAINLAND_MOBILE = /^1[3-9]\d{9}$/;
+const MAINLAND_MOBILE = /^1[3-9]\d{9}$/;
 
 // Send limits (the spec leaves the thresholds to us; documented in docs/auth.md).
 const LIMITS = {

@@ -46,7 +46,7 @@ const workbenchChatting = z
   )
   .openapi({ description: 'Ongoing conversations keyed `visitor<uid>`.' });
 
-export const workbenchData = z
+const workbenchData = z
   .object({
     chatting: workbenchChatting,
     agent: z
@@ -83,7 +83,7 @@ export const workbenchData = z
   .strict();
 
 /** The workbench in the legacy snake_case shape of the spec. */
-export function legacyWorkbench(w: Workbench): z.input<typeof workbenchData> {
+function legacyWorkbench(w: Workbench): z.input<typeof workbenchData> {
   return {
     chatting: Object.fromEntries(
       w.chatting.map((c) => [

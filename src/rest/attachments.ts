@@ -119,7 +119,7 @@ export const attachmentEndpoints: AnyRoute[] = [
  * the bytes, or a range of them, with the safe headers; any refusal is a 404 envelope.
  * For a route declaration: `handle: (ctx) => serveAttachment(ctx.deps, storage, ctx.req, ctx.res, 'file', async () => ctx.viewer)`.
  */
-export async function serveAttachment(
+async function serveAttachment(
   deps: Deps,
   storage: ObjectStorage,
   req: Request,
@@ -176,7 +176,7 @@ export async function serveAttachment(
 }
 
 /** One `bytes=` range (the first, when several are asked: the whole file is sent for none). */
-export function parseRange(
+function parseRange(
   header: string | undefined,
   size: number,
 ): { start: number; end: number } | undefined | 'unsatisfiable' {
@@ -225,7 +225,7 @@ const LINGER_MS = 5000;
  * (encodings `['multipart']`, a raw route since it answers by itself):
  * `handle: (ctx) => streamUpload(ctx.deps, storage, ctx.req, ctx.res, async () => uploaderOf(ctx.viewer))`.
  */
-export async function streamUpload(
+async function streamUpload(
   deps: Deps,
   storage: ObjectStorage,
   req: Request,

@@ -1,4 +1,4 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Response } from 'express';
 import { classifyError, restErrorTable } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -30,18 +30,3 @@ export function sendError(res: Response, error: unknown, log: Logger) {
   if (res.headersSent) return;
   res.status(status).json({ code, msg: domain.message, data: [] } satisfies Envelope);
 }
-
-/**
- * Wraps a handler that returns the envelope's `data`: success becomes `{code:0,msg:"ok",data}`,
- * a throw becomes the mapped error envelope. A handler that answered itself is left alone.
- */
-export const envelope =
-  (log: Logger, handler: (req: Request, res: Response) => Promise<unknown>): RequestHandler =>
-  async (req: Request, res: Response, _next: NextFunction) => {
-    try {
-      const data = await handler(req, res);
-      if (!res.headersSent) sendOk(res, data);
-    } catch (error) {
-      sendError(res, error, log);
-    }
-  };

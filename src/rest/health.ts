@@ -4,7 +4,7 @@ import { type AnyRoute, rawRoute } from './route.js';
 /** Liveness, readiness and metrics: plain JSON (not the envelope) for probes and scrapers. */
 
 const probe = z.enum(['ok', 'unavailable']);
-export const readinessResult = z
+const readinessResult = z
   .object({
     status: z.enum(['ready', 'unavailable']),
     database: probe,

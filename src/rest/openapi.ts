@@ -25,7 +25,7 @@ extendZodWithOpenApi(z);
 
 // ---- response shapes ---------------------------------------------------------------------
 
-export const errorEnvelope = z
+const errorEnvelope = z
   .object({
     code: z
       .number()

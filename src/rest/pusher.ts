@@ -6,7 +6,7 @@ import { text } from '../resolvers/inputs.js';
 import { type AnyRoute, rawRoute } from './route.js';
 
 /** The endpoint pusher-js calls for a `private-` channel (its default `authEndpoint` path). */
-export const PUSHER_AUTH_PATH = '/pusher/auth';
+const PUSHER_AUTH_PATH = '/pusher/auth';
 
 const pusherAuthInput = z.object({
   socket_id: text(40),

@@ -13,7 +13,7 @@ import { type AnyRoute, jsonRoute } from './route.js';
 
 const switchValue = z.enum(['on', 'off']);
 
-export const visitorBootstrapData = z
+const visitorBootstrapData = z
   .object({
     visitor: z
       .object({
@@ -79,7 +79,7 @@ export const visitorBootstrapData = z
  * The visitor bootstrap in the legacy snake_case shape of the spec. A switch the merchant has
  * not configured stays `undefined`, so JSON leaves it out (absent, not null).
  */
-export function legacyVisitorBootstrap({
+function legacyVisitorBootstrap({
   visitor,
   setting: s,
   businessHours: hours,

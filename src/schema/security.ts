@@ -49,7 +49,7 @@ const SIMPLE_CONTENT_TYPES = ['application/x-www-form-urlencoded', 'multipart/fo
  *   403 and CSRF_REFUSED before it is parsed.
  * Sockets are not concerned: their upgrade is checked against the Origin allowlist.
  */
-export function csrfPrevention(): Plugin {
+function csrfPrevention(): Plugin {
   const simpleGets = new WeakSet<object>();
   return {
     onRequestParse({ request }) {

@@ -6,7 +6,7 @@ export type EventId = string;
 
 const ID = /^(\d{1,16})-(\d{1,16})$/;
 
-export const isEventId = (id: string) => ID.test(id);
+const isEventId = (id: string) => ID.test(id);
 
 /** Negative, zero or positive as `a` is before, equal to or after `b`. */
 export function compareIds(a: EventId, b: EventId): number {

@@ -55,7 +55,7 @@ export class ConnectionRefused extends Error {
 export type SocketIdentity = { kind: 'visitor'; bearer: string } | { kind: 'agent'; sessionId: string };
 
 /** What the core needs from a transport's socket. */
-export interface TransportSocket {
+interface TransportSocket {
   /** Closes the socket for `end`, with the protocol's code and `reason` (≤ 123 bytes). */
   end(end: ConnectionEnd, reason: string): void;
   /** Subscriptions still running (the Session-end flush waits for them to deliver `session.ended`). */

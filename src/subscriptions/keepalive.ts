@@ -1,5 +1,5 @@
 /** What the keep-alive needs of a socket (a `ws` WebSocket). */
-export interface PingableSocket {
+interface PingableSocket {
   readonly readyState: number;
   readonly OPEN: number;
   ping(): void;

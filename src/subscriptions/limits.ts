@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 /** Largest message a client may send on a socket (both protocols); subscriptions are small. */
 export const MAX_WS_PAYLOAD_BYTES = 16 * 1024;
 /** Operations one socket may run at once (an agent needs two channels, a visitor one). */
-export const MAX_SUBSCRIPTIONS_PER_SOCKET = 20;
+const MAX_SUBSCRIPTIONS_PER_SOCKET = 20;
 /** Bytes `ws` may hold for a socket that does not read; beyond, the socket is closed as a slow consumer. */
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
 

@@ -2,7 +2,7 @@ import type { WebSocket, WebSocketServer } from 'ws';
 import type { Connection } from './connection.js';
 
 /** On shutdown, a socket that does not finish the close handshake in this time is cut. */
-export const SHUTDOWN_CLOSE_MS = 3000;
+const SHUTDOWN_CLOSE_MS = 3000;
 
 /** What a transport holds of one of its sockets at shutdown. */
 export interface HeldSocket {

@@ -13,7 +13,7 @@ import { runInNewContext } from 'node:vm';
  * after every STREAMED_BYTES_PER_COLLECTION bytes (about 0.2 ms each, 25 per 100 MiB) bounds that
  * garbage to a few MiB, whatever the number of uploads at once (the count is per process).
  */
-export const STREAMED_BYTES_PER_COLLECTION = 4 * 1024 * 1024;
+const STREAMED_BYTES_PER_COLLECTION = 4 * 1024 * 1024;
 
 let streamed = 0;
 let collectYoung: (() => void) | null | undefined;
