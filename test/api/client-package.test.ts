@@ -22,7 +22,7 @@ beforeAll(async () => {
   await run('npm', ['install', '--no-audit', '--no-fund', '--legacy-peer-deps', `${t.url}/client/parley-client.tgz`], {
     cwd: project,
   });
-  for (const dep of ['graphql-ws', 'ws', 'graphql', '@apollo/client', '@urql/core', 'rxjs']) {
+  for (const dep of ['graphql-ws', 'ws', 'graphql', '@apollo/client', '@urql/core', 'rxjs', 'pusher-js']) {
     mkdirSync(dirname(join(project, 'node_modules', dep)), { recursive: true });
     symlinkSync(resolve('node_modules', dep), join(project, 'node_modules', dep), 'dir');
   }
@@ -80,6 +80,8 @@ describe('@parley/client installs from the gateway', () => {
         'apollo.d.ts',
         'urql.js',
         'urql.d.ts',
+        'pusher.js',
+        'pusher.d.ts',
       ]
         .map((f) => `package/${f}`)
         .sort(),
@@ -107,7 +109,8 @@ async function runSnippet(name: string, channel: string, values: Record<string, 
   const helpers = `
     const done = (data) => { console.log(JSON.stringify(data)); process.exit(0); };
     const show = (e) => { if (e.event === 'test.snippet') done(e.data); };
-    const relogin = async () => {}; const reloadWorkbench = () => {}; const reloadBootstrap = () => {};`;
+    const relogin = async () => {}; const reloadWorkbench = () => {}; const reloadBootstrap = () => {};
+    const reloadHistory = () => {};`;
   const file = join(project, `${name}.mjs`);
   writeFileSync(file, `${prelude}\n${helpers}\n${docSnippet(name)}\n${epilogue}\n`);
   const child = run(process.execPath, [file], { cwd: project, timeout: 30_000 });
@@ -167,6 +170,16 @@ describe('the client snippets of the docs run as written', () => {
     expect(await runSnippet('urql', channel, values, epilogue)).toEqual([
       JSON.stringify(channel),
       JSON.stringify({ snippet: 'urql' }),
+    ]);
+  }, 60_000);
+
+  it('pusher-js: an agent keeps its private channel with pusherOptions and keepChannel', async () => {
+    const { token } = await agentSession(t.url, 'alice');
+    const values = { wsAddress: t.wsUrl, appkey: 'demo-appkey', token, agentId: 'a_alice', origin: t.url };
+    const epilogue = `
+      pusher.channel('private-agent-a_alice').bind('test.snippet', (data) => { pusher.disconnect(); done(data); });`;
+    expect(await runSnippet('pusher', 'agent-a_alice', values, epilogue)).toEqual([
+      JSON.stringify({ snippet: 'pusher' }),
     ]);
   }, 60_000);
 });
