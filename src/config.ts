@@ -40,6 +40,19 @@ export interface Config {
     maxConnectionsPerAddress: number;
     /** When set, GET /metrics requires `Authorization: Bearer <token>`. */
     metricsToken?: string;
+    /** `POST /pusher/auth` calls per client address per minute. */
+    pusherAuthPerMinute: number;
+  };
+  /** Budgets of the chat's writes (src/resolvers/budgets/chat.ts, README "Security and reliability"). */
+  chatLimits: {
+    /** Messages per sender (visitor or agent) per 10 seconds. */
+    messageBurst: number;
+    /** Messages per sender per hour. */
+    messagesPerHour: number;
+    /** Visitor messages per merchant per minute, all its visitors together. */
+    merchantMessagesPerMinute: number;
+    /** Conversations a visitor may open per hour, and as many it may close. */
+    conversationsPerHour: number;
   };
   logLevel: string;
   presenceGraceSeconds: number;
@@ -146,6 +159,11 @@ const envSchema = z.object({
   HTTP_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(5000),
   MAX_CONNECTIONS_PER_ADDRESS: int(0, 1_000_000).default(256),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  PUSHER_AUTH_PER_MINUTE: int(1, 1_000_000).default(120),
+  CHAT_MESSAGE_BURST: int(1, 1_000_000).default(30),
+  CHAT_MESSAGES_PER_HOUR: int(1, 10_000_000).default(1200),
+  CHAT_MERCHANT_MESSAGES_PER_MINUTE: int(1, 10_000_000).default(1200),
+  CHAT_CONVERSATIONS_PER_HOUR: int(1, 1_000_000).default(30),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
@@ -251,6 +269,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       keepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
       maxConnectionsPerAddress: e.MAX_CONNECTIONS_PER_ADDRESS,
       metricsToken: e.METRICS_TOKEN,
+      pusherAuthPerMinute: e.PUSHER_AUTH_PER_MINUTE,
+    },
+    chatLimits: {
+      messageBurst: e.CHAT_MESSAGE_BURST,
+      messagesPerHour: e.CHAT_MESSAGES_PER_HOUR,
+      merchantMessagesPerMinute: e.CHAT_MERCHANT_MESSAGES_PER_MINUTE,
+      conversationsPerHour: e.CHAT_CONVERSATIONS_PER_HOUR,
     },
     logLevel: e.LOG_LEVEL,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,

@@ -80,3 +80,31 @@ export function redactUrl(url: string): string {
     });
   return `${url.slice(0, q)}?${pairs.join('&')}`;
 }
+
+/** How much of an error's message is logged: enough to recognise it, never a whole payload. */
+const LOGGED_MESSAGE_MAX = 300;
+
+/**
+ * An unexpected error as it may be logged: its class, driver codes and a message, never the data
+ * it was about. A failed query's message carries its parameters (a message's text, a token's
+ * hash), and a PostgreSQL error's `detail`/`where` quote the offending value: both are left out,
+ * and a quoted value in a message is replaced. The stack keeps its frames only.
+ */
+export function loggableError(error: unknown, depth = 0): unknown {
+  if (!(error instanceof Error)) return typeof error === 'string' ? '[non-Error thrown]' : error;
+  const e = error as Error & { code?: unknown; constraint?: unknown; query?: unknown; params?: unknown };
+  let message = e.message;
+  // drizzle's DrizzleQueryError: "Failed query: <sql>\nparams: <values>".
+  const params = message.indexOf('\nparams:');
+  if (params >= 0) message = message.slice(0, params);
+  message = message.replace(/: "(?:[^"\\]|\\.)*"/g, ': "[value]"').slice(0, LOGGED_MESSAGE_MAX);
+  const frames = e.stack?.indexOf('\n    at ') ?? -1;
+  return {
+    name: e.name,
+    message,
+    ...(typeof e.code === 'string' || typeof e.code === 'number' ? { code: e.code } : {}),
+    ...(typeof e.constraint === 'string' ? { constraint: e.constraint } : {}),
+    ...(frames >= 0 && e.stack ? { stack: e.stack.slice(frames + 1) } : {}),
+    ...(e.cause !== undefined && depth < 3 ? { cause: loggableError(e.cause, depth + 1) } : {}),
+  };
+}

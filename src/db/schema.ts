@@ -336,7 +336,9 @@ export const messages = pgTable(
   },
   (t) => [
     uniqueIndex('messages_conversation_seq').on(t.conversationId, t.seq),
-    uniqueIndex('messages_client_msg_id').on(t.conversationId, t.senderType, t.senderId, t.clientMsgId),
+    // One stored message per sender and key across all the visitor's conversations: a retry that
+    // races a close (and so lands in a new conversation) hits this index, not a second row.
+    uniqueIndex('messages_sender_client_msg_id').on(t.visitorId, t.senderType, t.senderId, t.clientMsgId),
     index('messages_visitor').on(t.visitorId, t.createdAt),
   ],
 );

@@ -25,12 +25,31 @@ export interface LastMessageItem {
   seq: number;
   sender_type: 'visitor' | 'agent' | 'system';
   type: string;
-  /** The text, cut to ITEM_CONTENT_MAX characters; empty for attachments without a caption. */
+  /** The text, cut to ITEM_CONTENT_MAX characters (graphemes, see `preview`); empty for attachments without a caption. */
   content: string;
   /** Unix milliseconds. */
   created_at: number;
 }
 export const ITEM_CONTENT_MAX = 100;
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/**
+ * The start of `text` for a preview: at most `max` user-perceived characters (graphemes) and
+ * `4 × max` UTF-16 units, never cut inside one, so no lone surrogate (refused by jsonb), no
+ * emoji cut in half, no base letter without its accent (issue 27, row 6).
+ */
+export function preview(text: string, max = ITEM_CONTENT_MAX): string {
+  if (text.length <= max) return text;
+  let out = '';
+  let count = 0;
+  for (const { segment } of graphemes.segment(text)) {
+    if (count === max || out.length + segment.length > 4 * max) break; // one grapheme may hold any number of combining marks
+    out += segment;
+    count++;
+  }
+  return out;
+}
 
 type Reader = Deps['db'] | Tx;
 
@@ -152,7 +171,7 @@ export async function appendMessage(
   const item = {
     sender_type: input.senderType,
     type: input.type,
-    content: content.slice(0, ITEM_CONTENT_MAX),
+    content: preview(content),
     created_at: now,
   };
   const [bumped] = await tx

@@ -18,10 +18,17 @@ export const sessionFingerprint = (sessionId: string) =>
 
 /**
  * Publishes a catalogued event on `channel`, its payload mapped to the wire shape by the
- * catalog; throws when the bus is unavailable.
+ * catalog; throws when the bus is unavailable. `ephemeral`: delivered live, kept out of the
+ * channel's resumable history (typing).
  */
-export function publish<N extends EventName>(deps: Deps, channel: string, name: N, data: EventData<N>) {
-  return deps.bus.publish(channel, name, toWire(name, data));
+export function publish<N extends EventName>(
+  deps: Deps,
+  channel: string,
+  name: N,
+  data: EventData<N>,
+  opts?: { ephemeral?: boolean },
+) {
+  return deps.bus.publish(channel, name, toWire(name, data), opts);
 }
 
 /** As `publish`, for events that must not fail the operation: a failure is counted and logged. */

@@ -7,6 +7,7 @@ import { badInput, DomainError } from '../errors.js';
 import { claimAttachmentForMessage } from './attachments/claim.js';
 import { attachmentViewOf } from './attachments/download.js';
 import { uploaderOf } from './attachments/policy.js';
+import { chargeMessage } from './budgets/chat.js';
 import {
   appendMessage,
   type ConversationContext,
@@ -17,6 +18,7 @@ import {
 } from './chat-rows.js';
 import { assignAgent } from './conversations/routing.js';
 import { type ConversationState, unreadForAgent, unreadForVisitor } from './conversations/view.js';
+import { decodeCursor, encodeCursor } from './cursors.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel, publish } from './events.js';
 import { parseInput, text } from './inputs.js';
@@ -120,6 +122,14 @@ async function storedSend(
   );
 }
 
+/** Whether `error` (or its cause) is the unique index of a sender's `clientMsgId` refusing a second copy. */
+function isDuplicateSend(error: unknown, depth = 0): boolean {
+  if (!(error instanceof Error) || depth > 3) return false;
+  const e = error as Error & { code?: unknown };
+  if (e.code === '23505' && e.message.includes('messages_sender_client_msg_id')) return true;
+  return isDuplicateSend(e.cause, depth + 1);
+}
+
 /**
  * Sends a message. The visitor writes into its open conversation — a new one (routed like an
  * assign) when it has none, so writing after a close starts over; an agent into the active
@@ -129,6 +139,8 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown):
   const input = parseInput(sendInput, raw);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const who = sender(viewer);
+  // Before any database work: a flood is refused at the cost of a counter (retries count too).
+  await chargeMessage(deps, viewer);
   if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   const stored = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
   if (stored) return stored;
@@ -140,12 +152,13 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown):
       // The row lock orders concurrent sends of the conversation, on every instance.
       const ctx = await openConversation(tx, viewer.merchantId, visitorId, { lock: true });
       if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
+      // Any conversation of the visitor: a retry may arrive after the first copy's conversation closed.
       const [again] = await tx
         .select({ m: messages })
         .from(messages)
         .where(
           and(
-            eq(messages.conversationId, ctx.conversation.id),
+            eq(messages.visitorId, visitorId),
             eq(messages.senderType, who.type),
             eq(messages.senderId, who.id),
             eq(messages.clientMsgId, input.clientMsgId),
@@ -179,16 +192,28 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown):
       });
       return { kind: 'new' as const, message, ctx };
     });
+  // A concurrent copy of this send committed first (messages_sender_client_msg_id): answer with it.
+  const storedOnConflict = (error: unknown) =>
+    isDuplicateSend(error)
+      ? storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId).then(
+          (row) => row ?? Promise.reject(error),
+        )
+      : Promise.reject(error);
   let result: Awaited<ReturnType<typeof store>>;
   try {
     result = await store();
   } catch (error) {
     // The visitor's conversation closed between the check and the lock (its agent, the idle
-    // sweep): the message starts a new one, as any write after a close does.
+    // sweep): the message starts a new one, as any write after a close does — unless a copy of
+    // it was stored meanwhile (a retry racing the close), which is the answer.
     if (!(viewer.kind === 'visitor' && error instanceof DomainError && error.code === 'CONVERSATION_CLOSED'))
-      throw error;
+      return storedOnConflict(error);
+    const meanwhile = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
+    if (meanwhile) return meanwhile;
     await assignAgent(deps, viewer);
-    result = await store();
+    const second = await store().catch(storedOnConflict);
+    if (!('kind' in second)) return second;
+    result = second;
   }
   if (result.kind === 'stored') {
     const { row } = result;
@@ -218,10 +243,9 @@ export interface MessagePage {
   endCursor: string | null;
 }
 
-const encodeCursor = (conversationId: string, seq: number) =>
-  Buffer.from(JSON.stringify([conversationId, seq])).toString('base64url');
+const encodePosition = (conversationId: string, seq: number) => encodeCursor([conversationId, seq]);
 
-/** A position: a bare seq (of the visitor's latest conversation) or a cursor of a page. */
+/** A position: a bare seq (of the visitor's latest conversation) or a cursor of a page (cursors.ts checks it). */
 async function decodePosition(
   deps: Deps,
   merchantId: string,
@@ -232,13 +256,12 @@ async function decodePosition(
     const latest = await latestConversation(deps.db, merchantId, visitorId);
     return { conversationId: latest?.conversation.id ?? '', seq: Number(value) };
   }
-  try {
-    const [conversationId, seq] = JSON.parse(Buffer.from(value, 'base64url').toString());
-    if (typeof conversationId === 'string' && Number.isInteger(seq)) return { conversationId, seq };
-  } catch {
-    // fall through
-  }
-  throw badInput('before/after must be a seq or a cursor of a message page');
+  const [conversationId, seq] = decodeCursor(
+    'message',
+    value,
+    'before/after must be a seq or a cursor of a message page',
+  );
+  return { conversationId, seq };
 }
 
 /** Whether `history_only_mine` applies to the agent: the merchant turned it on and it is not an administrator. */
@@ -300,8 +323,8 @@ export async function listMessages(deps: Deps, viewer: ChatViewer, raw: unknown 
   return {
     messages: page,
     hasMore,
-    startCursor: first ? encodeCursor(first.conversationId, first.seq) : null,
-    endCursor: last ? encodeCursor(last.conversationId, last.seq) : null,
+    startCursor: first ? encodePosition(first.conversationId, first.seq) : null,
+    endCursor: last ? encodePosition(last.conversationId, last.seq) : null,
   };
 }
 
@@ -385,8 +408,10 @@ export async function markRead(deps: Deps, viewer: ChatViewer, raw: unknown): Pr
 
 /**
  * Tells the other side of the open conversation that the caller is typing (or stopped). Only
- * published, never stored; `typing: true` at most once per TYPING_THROTTLE_SECONDS per sender
- * and conversation (`published` false when throttled), `typing: false` always.
+ * published, never stored, not even in the channel's resumable history (a resume has no use for
+ * it, and a typing flood must not push the events that matter out of it). Throttled both ways:
+ * each of `typing: true` and `typing: false` at most once per TYPING_THROTTLE_SECONDS per sender
+ * and conversation (`published` false when throttled).
  */
 export async function setTyping(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<{ published: boolean }> {
   const input = parseInput(typingInput, raw ?? {});
@@ -395,23 +420,21 @@ export async function setTyping(deps: Deps, viewer: ChatViewer, raw: unknown): P
   const c = ctx.conversation;
   if (c.state === 'closed') throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
   const who = sender(viewer);
-  if (input.typing) {
-    const limiter = deps.rateLimiter({ name: 'typing', points: 1, durationSeconds: TYPING_THROTTLE_SECONDS });
-    try {
-      await limiter.consume(`${c.id}:${who.type}:${who.id}`, () => 'typing throttled');
-    } catch (error) {
-      if (error instanceof DomainError && error.code === 'RATE_LIMITED') return { published: false };
-      throw error;
-    }
+  const limiter = deps.rateLimiter({ name: 'typing', points: 1, durationSeconds: TYPING_THROTTLE_SECONDS });
+  try {
+    await limiter.consume(`${c.id}:${who.type}:${who.id}:${input.typing}`, () => 'typing throttled');
+  } catch (error) {
+    if (error instanceof DomainError && error.code === 'RATE_LIMITED') return { published: false };
+    throw error;
   }
   const to = viewer.kind === 'visitor' ? (c.agentId ? agentChannel(c.agentId) : null) : ctx.visitorChannel;
   if (!to) return { published: false };
-  await publish(deps, to, 'typing', {
-    conversationId: c.id,
-    visitorId: c.visitorId,
-    senderType: who.type,
-    senderId: who.id,
-    typing: input.typing,
-  });
+  await publish(
+    deps,
+    to,
+    'typing',
+    { conversationId: c.id, visitorId: c.visitorId, senderType: who.type, senderId: who.id, typing: input.typing },
+    { ephemeral: true },
+  );
   return { published: true };
 }

@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import { classifyError, restErrorTable } from '../errors.js';
-import type { Logger } from '../log.js';
+import { type Logger, loggableError } from '../log.js';
 
 /** The legacy response shape of every JSON endpoint. */
 export interface Envelope<T = unknown> {
@@ -20,10 +20,7 @@ export function sendError(res: Response, error: unknown, log: Logger) {
   if (domain.code === 'SERVICE_UNAVAILABLE' && domain.retryAfterSeconds) {
     log.warn({ code: domain.code, retryAfterSeconds: domain.retryAfterSeconds }, domain.message);
   } else if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE') {
-    log.error(
-      { err: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : error },
-      domain.message,
-    );
+    log.error({ err: loggableError(error) }, domain.message);
   }
   const { code, status } = restErrorTable[domain.code];
   if (domain.retryAfterSeconds) res.setHeader('Retry-After', String(domain.retryAfterSeconds));

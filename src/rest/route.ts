@@ -7,6 +7,7 @@ import type { Deps } from '../deps.js';
 import { classifyError, DomainError } from '../errors.js';
 import { bearerToken, clientIp } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
+import { loggableError } from '../log.js';
 import { parseInput } from '../resolvers/inputs.js';
 import { type AgentViewer, requireAgent, requireVisitor, type VisitorViewer } from '../resolvers/viewer.js';
 import { sendError, sendOk } from './envelope.js';
@@ -191,7 +192,7 @@ function refuse(deps: Deps, route: AnyRoute, req: Request, res: Response, error:
   if (isRaw(route) && route.onError && !res.headersSent) {
     const domain = classifyError(error);
     if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE')
-      deps.log.error({ err: error }, domain.message);
+      deps.log.error({ err: loggableError(error) }, domain.message);
     route.onError({ deps, req, res }, domain);
   } else {
     sendError(res, error, deps.log);

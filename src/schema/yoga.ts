@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js';
 import { classifyError, DomainError, graphqlCodeOf, notLoggedIn } from '../errors.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
 import { requestSessionPort, sessionDirectory } from '../http/session.js';
+import { loggableError } from '../log.js';
 import { observabilityPlugin } from '../observability/graphql.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
@@ -85,10 +86,7 @@ export function toGraphQLError(error: unknown, deps: Deps): GraphQLError {
   }
   const domain = classifyError(original);
   if (!(original instanceof DomainError)) {
-    deps.log.error(
-      { err: original instanceof Error ? { message: original.message, stack: original.stack } : original },
-      'graphql resolver failed',
-    );
+    deps.log.error({ err: loggableError(original) }, 'graphql resolver failed');
   }
   return new GraphQLError(domain.message, {
     path: error instanceof GraphQLError ? error.path : undefined,

@@ -41,7 +41,12 @@ export class SlowConsumerError extends DomainError {
 }
 
 export interface EventBus {
-  publish(channel: string, event: string, data: unknown): Promise<ChannelEvent>;
+  /**
+   * Appends an event to the channel's history and delivers it live. `ephemeral`: delivered live
+   * with an id in the channel's order, but kept out of the history a resume reads (typing
+   * indicators: no use after the fact, and a flood of them must not push real events out).
+   */
+  publish(channel: string, event: string, data: unknown, opts?: { ephemeral?: boolean }): Promise<ChannelEvent>;
   /**
    * Live events of `channel`. With `since`, first the kept events after it, in order, then live
    * ones, with no gap and no duplicate; a `history.gap` event first when some were dropped.
@@ -59,7 +64,7 @@ export interface EventBus {
 
 /** What a concrete store provides; the subscribe algorithm above it is shared. */
 interface HistoryBackend {
-  append(channel: string, event: string, data: unknown, at: string): Promise<ChannelEvent>;
+  append(channel: string, event: string, data: unknown, at: string, ephemeral: boolean): Promise<ChannelEvent>;
   /**
    * Up to `limit` kept events with id > `after`, oldest first, read atomically with whether
    * any event after `after` was dropped (trimmed, expired, or from before this history began).
@@ -139,7 +144,8 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
   }
 
   return {
-    publish: (channel, event, data) => backend.append(channel, event, data, new Date().toISOString()),
+    publish: (channel, event, data, opts) =>
+      backend.append(channel, event, data, new Date().toISOString(), opts?.ephemeral === true),
 
     async *subscribe(channel, { since, signal, maxQueued = defaults.maxQueued, replayOnly = false } = {}) {
       // Live events wait here until the consumer pulls them; past `maxQueued` the queue is
@@ -240,7 +246,7 @@ export function memoryEventBus(opts: {
         return now > ms ? `${now}-0` : `${ms}-${seq + 1}`;
       };
       return {
-        async append(channel, event, data, at) {
+        async append(channel, event, data, at, ephemeral) {
           const existing = channels.get(channel);
           const id = nextId(existing?.lastId);
           const state = existing ?? { events: [], lastId: id, floor: id, touched: 0 };
@@ -248,7 +254,7 @@ export function memoryEventBus(opts: {
           state.lastId = id;
           state.touched = Date.now();
           const entry = { id, channel, event, data, at };
-          state.events.push(entry);
+          if (!ephemeral) state.events.push(entry);
           if (state.events.length > opts.historySize) state.floor = (state.events.shift() as ChannelEvent).id;
           deliver(entry);
           return entry;
@@ -288,12 +294,15 @@ function script(redis: Redis, name: string, numberOfKeys: number, lua: string) {
 /**
  * XADD, trim to exactly ARGV[1] entries recording the newest dropped id as the floor, refresh
  * both keys' TTL, and PUBLISH — in one script, so every instance sees events in stream order.
- * KEYS: stream, floor. ARGV: history size, payload, ttl ms, pub/sub topic.
+ * An ephemeral event (ARGV[5] = 1) is deleted again at once: the stream keeps its id as the last
+ * one handed out (ids stay in order) but not the entry, so it neither replays nor trims.
+ * KEYS: stream, floor. ARGV: history size, payload, ttl ms, pub/sub topic, ephemeral.
  */
 const APPEND_LUA = `
 local fresh = redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0
 local id = redis.call('XADD', KEYS[1], '*', 'e', ARGV[2])
 if fresh then redis.call('SET', KEYS[2], id) end
+if ARGV[5] == '1' then redis.call('XDEL', KEYS[1], id) end
 local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1])
 if excess > 0 then
   local dropped = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', excess)
@@ -378,7 +387,7 @@ export function redisEventBus(opts: {
       subscriber.on('ready', onReady);
 
       return {
-        async append(channel, event, data, at) {
+        async append(channel, event, data, at, ephemeral) {
           const payload = JSON.stringify({ event, data, at });
           const id = (await append(
             streamKey(channel),
@@ -387,6 +396,7 @@ export function redisEventBus(opts: {
             payload,
             String(ttlMs),
             topic(channel),
+            ephemeral ? '1' : '0',
           )) as string;
           return { id, channel, event, data, at };
         },

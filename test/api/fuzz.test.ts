@@ -112,7 +112,24 @@ const GRAPHQL_DOCUMENTS = [
   'mutation { setAgentState(state: busy) { state } }',
 ];
 
+/**
+ * Page cursors as a client could craft them (issue 27, row 7): base64url of JSON arrays of any
+ * length whose values are out-of-range numbers, non-dates, strings and nested junk.
+ */
+const cursorValue = fc.oneof(
+  fc.double(),
+  fc.integer(),
+  fc.constantFrom(1e308, -1, 2 ** 31, 2 ** 40, 2 ** 63, Number.MAX_SAFE_INTEGER, 0.5),
+  fc.string({ maxLength: 80 }),
+  fc.constantFrom('notadate', '2026-13-45T99:00:00.000Z', '+275760-09-13', '2026-01-01T00:00:00.000Z'),
+  fc.jsonValue({ maxDepth: 2 }),
+);
+const craftedCursor = fc
+  .oneof(fc.array(cursorValue, { maxLength: 4 }), fc.jsonValue({ maxDepth: 2 }))
+  .map((v) => Buffer.from(JSON.stringify(v) ?? 'null').toString('base64url'));
+
 const nasty = fc.oneof(
+  craftedCursor,
   fc.string(),
   fc.string({ unit: 'binary' }),
   fc.constantFrom(
@@ -141,6 +158,8 @@ const key = fc.oneof(
     'cid',
     'user_id',
     'user_hash',
+    'before',
+    'after',
   ),
   fc.string({ maxLength: 12 }),
 );
@@ -301,6 +320,44 @@ describe('fuzz: any method on every route of the application, as every identity'
         return undefined;
     }
   };
+
+  it('generated history cursors: 400 / BAD_USER_INPUT or a page, never a 5xx (REST and GraphQL, visitor and agent)', async () => {
+    if (stale.has('visitor')) await refresh('visitor');
+    if (stale.has('agent')) await refresh('agent');
+    const ok = (status: number) => status === 200 || status === 400;
+    await fc.assert(
+      fc.asyncProperty(craftedCursor, async (c) => {
+        const visitor = { authorization: `Bearer ${credentials.visitor}` };
+        const agent = { token: credentials.agent };
+        const answers = await Promise.all([
+          fetch(`${t.url}/visitor/message/list?before=${encodeURIComponent(c)}`, { headers: visitor }),
+          fetch(`${t.url}/visitor/message/list?after=${encodeURIComponent(c)}`, { headers: visitor }),
+          ...['queue', 'mine'].map((scope) =>
+            fetch(`${t.url}/agent/chat/list?scope=${scope}&after=${encodeURIComponent(c)}`, { headers: agent }),
+          ),
+          fetch(`${t.url}/graphql`, {
+            method: 'POST',
+            headers: { ...visitor, 'content-type': 'application/json' },
+            body: JSON.stringify({ query: 'query($c: String) { messages(before: $c) { hasMore } }', variables: { c } }),
+          }),
+          fetch(`${t.url}/graphql`, {
+            method: 'POST',
+            headers: { ...agent, 'content-type': 'application/json' },
+            body: JSON.stringify({
+              query: 'query($c: String) { conversations(scope: queue, after: $c) { pageInfo { hasNextPage } } }',
+              variables: { c },
+            }),
+          }),
+        ]);
+        for (const res of answers) {
+          const body = await res.text();
+          expect([res.url, res.status, ok(res.status)]).toEqual([res.url, res.status, true]);
+          expect(body).not.toContain('INTERNAL');
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
 
   it('never answers a 5xx other than 503, always an envelope on the JSON API, never echoes a secret', async () => {
     await fc.assert(

@@ -111,6 +111,43 @@ function sinceContract(makeBus: (historySize: number) => Promise<{ bus: EventBus
     }
   });
 
+  it('ephemeral events are delivered live and in order, and never evict the kept history (issue 27, row 3)', async () => {
+    const small = await makeBus(SMALL_HISTORY);
+    const bus = small.bus;
+    const name = channel();
+    const start = await bus.publish(name, 'before', {});
+    const kept: string[] = [];
+    for (let i = 0; i < SMALL_HISTORY; i++) kept.push((await bus.publish(name, `kept.${i}`, {})).id);
+    const controller = new AbortController();
+    const live = bus.subscribe(name, { signal: controller.signal });
+    try {
+      expect((await next(live, 'subscribed')).event).toBe('subscribed');
+      // A flood of typing-like events, ten times the history.
+      const flood: string[] = [];
+      for (let i = 0; i < 10 * SMALL_HISTORY; i++)
+        flood.push((await bus.publish(name, 'typing', { i }, { ephemeral: true })).id);
+      const after = await bus.publish(name, 'after', {});
+      const heard: string[] = [];
+      for (let i = 0; i <= flood.length; i++) heard.push((await next(live, 'a live event')).id);
+      expect(heard).toEqual([...flood, after.id]);
+      expect([...heard].sort(compareIds)).toEqual(heard);
+      // A resume from the last kept event before the flood: no gap, the later real event only.
+      const resumed = bus.subscribe(name, { since: kept.at(-1), signal: controller.signal, replayOnly: true });
+      const replayed: ChannelEvent[] = [];
+      for await (const event of resumed) replayed.push(event);
+      expect(replayed.map((e) => [e.event, e.id])).toEqual([['after', after.id]]);
+      // What the history keeps is still the last SMALL_HISTORY real events.
+      const fromStart = bus.subscribe(name, { since: start.id, signal: controller.signal, replayOnly: true });
+      const all: string[] = [];
+      for await (const event of fromStart) all.push(event.event);
+      expect(all).toEqual(['history.gap', 'kept.1', 'kept.2', 'after']);
+    } finally {
+      controller.abort();
+      await live.return(undefined);
+      await small.close();
+    }
+  });
+
   it('a since before the kept history starts with history.gap, then what is kept; an unknown channel is all gap', async () => {
     const small = await makeBus(SMALL_HISTORY);
     const bus = small.bus;

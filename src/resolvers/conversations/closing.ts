@@ -1,6 +1,7 @@
 import { and, eq, ne, sql } from 'drizzle-orm';
 import { conversations, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
+import { chargeConversationClosed } from '../budgets/chat.js';
 import { appendMessage, type ConversationContext, openConversation } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
@@ -28,7 +29,10 @@ export async function closeConversation(
   if (viewer.kind === 'agent') {
     requireOnlineReception(viewer);
     visitorId = parseInput(visitorRef, raw).visitorId;
-  } else visitorId = viewer.visitorId;
+  } else {
+    visitorId = viewer.visitorId;
+    await chargeConversationClosed(deps, viewer);
+  }
   const conversationId = await deps.db.transaction(async (tx) => {
     const ctx = await requireOpen(tx, viewer.merchantId, visitorId);
     if (viewer.kind === 'agent' && ctx.conversation.state === 'active') requireMine(viewer, ctx);

@@ -2,8 +2,9 @@ import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { type Conversation, conversations, visitors } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
-import { badInput, DomainError } from '../../errors.js';
+import { DomainError } from '../../errors.js';
 import { latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
+import { decodeCursor, encodeCursor } from '../cursors.js';
 import { parseInput, text } from '../inputs.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { id, visitorRef } from './context.js';
@@ -40,16 +41,7 @@ export async function loadConversation(
   return ctx ? viewOf(deps.db, ctx.conversation.id, viewer.kind) : null;
 }
 
-const encodeCursor = (values: (string | number)[]) => Buffer.from(JSON.stringify(values)).toString('base64url');
-function decodeCursor(cursor: string): (string | number)[] {
-  try {
-    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString());
-    if (Array.isArray(values) && values.every((v) => typeof v === 'string' || typeof v === 'number')) return values;
-  } catch {
-    // fall through
-  }
-  throw badInput('after is not a cursor of this list');
-}
+const NOT_A_CURSOR = 'after is not a cursor of this list';
 
 /** A list's filter, order and cursor key: each scope pages by its own order. */
 interface ListPlan {
@@ -63,8 +55,8 @@ function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: s
   if (scope === 'queue') {
     where.push(eq(conversations.state, 'queued'));
     if (after) {
-      const [at, cid] = decodeCursor(after);
-      where.push(sql`(${conversations.queuedAt}, ${conversations.id}) > (${String(at)}::timestamptz, ${String(cid)})`);
+      const [at, cid] = decodeCursor('instant', after, NOT_A_CURSOR);
+      where.push(sql`(${conversations.queuedAt}, ${conversations.id}) > (${at}::timestamptz, ${cid})`);
     }
     return {
       where,
@@ -75,14 +67,14 @@ function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: s
   if (scope === 'mine') {
     where.push(eq(conversations.state, 'active'), eq(conversations.agentId, viewer.agentId));
     if (after) {
-      const [ts, cid] = decodeCursor(after);
-      where.push(sql`(${conversations.timestamp}, ${conversations.id}) < (${Number(ts)}::bigint, ${String(cid)})`);
+      const [ts, cid] = decodeCursor('seconds', after, NOT_A_CURSOR);
+      where.push(sql`(${conversations.timestamp}, ${conversations.id}) < (${ts}::bigint, ${cid})`);
     }
     return { where, order: [desc(conversations.timestamp), desc(conversations.id)], key: (c) => [c.timestamp, c.id] };
   }
   if (after) {
-    const [at, cid] = decodeCursor(after);
-    where.push(sql`(${conversations.createdAt}, ${conversations.id}) < (${String(at)}::timestamptz, ${String(cid)})`);
+    const [at, cid] = decodeCursor('instant', after, NOT_A_CURSOR);
+    where.push(sql`(${conversations.createdAt}, ${conversations.id}) < (${at}::timestamptz, ${cid})`);
   }
   return {
     where,

@@ -6,6 +6,7 @@ import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { groupOpenAt } from '../availability/calendars.js';
 import { leaveMessage, type MessageLeftNotice, nobodyToAnswer, noticeOf } from '../availability/messages-left.js';
+import { chargeConversationOpened } from '../budgets/chat.js';
 import { appendMessage, type ConversationContext, openConversation, selectContexts } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
 import { agentChannel, globalChannel } from '../events.js';
@@ -41,6 +42,7 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, raw: unknow
   const input = parseInput(assignInput, raw ?? {});
   const existing = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (existing) return assignResult(deps, existing.conversation.id);
+  await chargeConversationOpened(deps, viewer);
   const groupId = await groupFor(deps, viewer.merchantId, input.groupId);
   let preferred: string | undefined;
   if (input.agentId) {
