@@ -7,8 +7,10 @@ import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
 import { clientIp } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
+import { ADMIN_PAGE_PATH } from '../resolvers/desk/registration.js';
 import { TICKET_ENTRY_PATH, WORKBENCH_PATH } from '../resolvers/login.js';
-import { type AgentViewer, requireAgent, requireOnlineReception } from '../resolvers/viewer.js';
+import { merchantConfig } from '../resolvers/merchant.js';
+import { ADMIN, type AgentViewer, requireAgent, requireOnlineReception } from '../resolvers/viewer.js';
 import { sendError } from '../rest/envelope.js';
 import { CLIENT_PACKAGE_PATH, clientPackageTarball } from './client-package.js';
 
@@ -104,7 +106,10 @@ export function pageRoutes(deps: Deps): Router {
   });
 
   router.get('/agent/join', (_req, res) => {
-    page(res, 'join', { smsRegistration: deps.config.smsRegistration ? 'on' : 'off' });
+    page(res, 'join', {
+      smsRegistration: deps.config.smsRegistration ? 'on' : 'off',
+      registration: deps.config.registration ? 'on' : 'off',
+    });
   });
 
   // Spec: GET /agent/ with no login Session redirects to the login page; a ticket agent goes to its entry.
@@ -121,6 +126,15 @@ export function pageRoutes(deps: Deps): Router {
     page(res, 'ticket', { nickname: viewer.agent.nickname });
   });
 
+  // The admin page: admins only; another agent goes to its own entry page.
+  router.get(ADMIN_PAGE_PATH, async (req, res) => {
+    const viewer = await agentOf(req);
+    if (!viewer) return res.redirect(303, LOGIN_PAGE_PATH);
+    if (viewer.level !== ADMIN) return res.redirect(303, entryOf(viewer));
+    const merchant = (await merchantConfig(deps, viewer.merchantId))?.merchant;
+    page(res, 'admin', { appname: merchant?.appname ?? '', bid: viewer.bid });
+  });
+
   router.get('/visitor/', (_req, res) => page(res, 'visitor'));
 
   // Unknown JSON under /agent/*: not logged in → -1 (spec), logged in → 404.
@@ -135,6 +149,7 @@ function loadViews() {
   return {
     login: read('login'),
     join: read('join'),
+    admin: read('admin'),
     workbench: read('workbench'),
     ticket: read('ticket'),
     visitor: read('visitor'),

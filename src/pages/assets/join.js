@@ -3,6 +3,7 @@ import { byId, callJson, captchaControl, say } from '/assets/api.js';
 import { CODES } from '/assets/contract.js';
 
 const smsOn = document.body.dataset.smsRegistration === 'on';
+const registrationOn = document.body.dataset.registration === 'on';
 const form = byId('join-form', HTMLFormElement);
 const error = byId('join-error');
 const status = byId('join-status');
@@ -22,8 +23,17 @@ const captcha = captchaControl({
 const RESEND_SECONDS = 60;
 const MOBILE = /^1[3-9]\d{9}$/;
 
-if (!smsOn) {
-  byId('sms-off').hidden = false;
+const field = (/** @type {string} */ id) => byId(id, HTMLInputElement).value.trim();
+
+// SMS registration on: the captcha sends the SMS code, and the code proves the number.
+byId('sms-fields').hidden = !smsOn;
+byId('sms-code-fields').hidden = !smsOn;
+mobile.required = smsOn;
+smsCode.required = smsOn;
+captchaInput.required = !smsOn;
+if (!registrationOn) {
+  byId('registration-off').hidden = false;
+  byId('join-scope').hidden = true;
   byId('join-fields', HTMLFieldSetElement).disabled = true;
 }
 
@@ -108,29 +118,54 @@ sendButton.addEventListener('click', async () => {
 form.addEventListener('submit', async (event) => {
   event.preventDefault();
   say(status, '');
-  if (!checkMobile()) return;
-  if (!/^\d{6}$/.test(smsCode.value.trim())) {
+  for (const id of ['merchant-name', 'username', 'nickname']) {
+    if (!field(id)) {
+      say(error, 'Please fill in every field.');
+      byId(id).focus();
+      return;
+    }
+  }
+  if (byId('password', HTMLInputElement).value.length < 8) {
+    say(error, 'The password needs at least 8 characters.');
+    byId('password').focus();
+    return;
+  }
+  if (smsOn && !checkMobile()) return;
+  if (smsOn && !/^\d{6}$/.test(smsCode.value.trim())) {
     say(error, 'Please enter the 6-digit SMS code.');
     smsCode.focus();
     return;
   }
+  if (!smsOn && !captchaInput.value.trim()) {
+    say(error, 'Please enter the captcha.');
+    captchaInput.focus();
+    return;
+  }
   say(error, '');
+  /** @type {Record<string, string>} */
+  const fields = {
+    merchant_name: field('merchant-name'),
+    username: field('username'),
+    nickname: field('nickname'),
+    password: byId('password', HTMLInputElement).value,
+  };
+  if (smsOn) Object.assign(fields, { mobile: mobile.value.trim(), code: smsCode.value.trim() });
+  else fields.captcha = captchaInput.value.trim();
   try {
-    const { body } = await callJson('/agent/login/smsverify', {
-      method: 'POST',
-      form: { mobile: mobile.value.trim(), code: smsCode.value.trim() },
-    });
+    const { body } = await callJson('/agent/login/register', { method: 'POST', form: fields });
     if (body.code === 0) {
-      say(
-        status,
-        'Mobile number verified. Merchant registration itself is not implemented yet, so no merchant or agent account was created.',
-      );
+      say(status, `Merchant registered (bid ${body.data.bid}). Opening your admin page…`);
+      location.assign(body.data.redirect);
       return;
     }
-    say(error, body.msg || 'The SMS code could not be verified.');
+    say(error, body.msg || 'The registration failed.');
+    if (body.code === CODES.SMS_CODE_INVALID) {
+      smsCode.value = '';
+      smsCode.focus();
+    }
   } catch {
     say(error, 'The server could not be reached. Check your connection and try again.');
   }
-  smsCode.value = '';
-  smsCode.focus();
+  // Without SMS the captcha was used up by the attempt: a new one for the next.
+  if (!smsOn) captcha.reset();
 });

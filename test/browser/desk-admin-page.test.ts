@@ -1,0 +1,132 @@
+import { eq } from 'drizzle-orm';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { merchants } from '../../src/db/schema.js';
+import {
+  type BrowserTab,
+  describeInBrowser,
+  launchChromium,
+  logInThroughPage,
+  openTab,
+  screenshot,
+} from '../support/browser.js';
+import { HttpClient } from '../support/clients.js';
+import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
+
+describeInBrowser('the merchant’s desk in a real browser: register, administer, chat', () => {
+  let t: TestApp;
+  let browser: Browser;
+  const tabs: BrowserTab[] = [];
+  const codes = new Map<string, string>();
+
+  beforeAll(async () => {
+    [t, browser] = await Promise.all([
+      startTestApp({ env: { REGISTRATION: 'on', SMS_REGISTRATION: 'on' } }),
+      launchChromium(),
+    ]);
+    // The SMS driver, captured: the code the applicant would read on the phone.
+    t.app.deps.sms = async (message) => {
+      codes.set(message.mobile, message.code);
+    };
+  });
+  afterAll(async () => {
+    await Promise.all(tabs.map((tab) => tab.close()));
+    await browser?.close();
+    await t?.stop();
+  });
+
+  const newTab = async () => {
+    const tab = await openTab(browser);
+    tabs.push(tab);
+    return tab.page;
+  };
+
+  it('registers through /agent/join, creates an agent and a group, changes a switch and a limit; the new agent chats with a visitor', async () => {
+    const admin = await newTab();
+    await admin.goto(`${t.url}/agent/join`);
+    await admin.getByLabel('Business name').fill('Lantern <Books>');
+    await admin.getByLabel(/^Username/).fill('lantern-owner');
+    await admin.getByLabel('Your name').fill('Lin');
+    await admin.getByLabel(/^Password/).fill('lantern-password');
+    const mobile = '13600136000';
+    await admin.getByLabel(/mobile number/i).fill(mobile);
+    await admin.getByRole('textbox', { name: /captcha/i }).fill(CAPTCHA);
+    await admin.getByRole('button', { name: 'Send SMS code' }).click();
+    await admin.getByText('SMS code sent').waitFor();
+    await admin.getByLabel('SMS code').fill(codes.get(mobile) ?? '');
+    await admin.getByRole('button', { name: 'Register' }).click();
+
+    // Logged in as the new merchant's admin, on the admin page.
+    await admin.waitForURL(`${t.url}/agent/admin`);
+    await admin.waitForSelector('body[data-ready="true"]', { state: 'attached' });
+    const bid = (await admin.locator('#merchant-bid').textContent()) ?? '';
+    const [merchant] = await t.app.deps.db.select().from(merchants).where(eq(merchants.bid, bid));
+    expect(merchant).toMatchObject({ appname: 'Lantern <Books>', registeredMobile: mobile });
+    expect(await admin.locator('.merchant').textContent()).toContain('Lantern <Books>');
+    await admin.locator('#agents tr[data-agent="lantern-owner"]').waitFor();
+
+    // A group, then an agent in it.
+    await admin.getByPlaceholder('New group name').fill('Front desk');
+    await admin.getByRole('button', { name: 'Create group' }).click();
+    await admin.locator('#groups li', { hasText: 'Front desk' }).waitFor();
+    await admin.getByLabel('Username', { exact: true }).fill('lantern-mia');
+    await admin.getByLabel('Name', { exact: true }).fill('Mia');
+    await admin.getByLabel('Password', { exact: true }).fill('mia-password');
+    await admin.getByRole('button', { name: 'Create agent' }).click();
+    await admin.locator('#agents tr[data-agent="lantern-mia"]').waitFor();
+    expect(await admin.locator('#groups li', { hasText: 'Front desk' }).textContent()).toContain('0 member(s)');
+
+    // A switch and an upload limit.
+    await admin.locator('#switch-voice').selectOption('off');
+    await admin.locator('#limit-image_max_bytes').fill('1048576');
+    await admin.getByRole('button', { name: 'Save settings' }).click();
+    await admin.getByText('Settings saved.').waitFor();
+    await admin.locator('#audit tr', { hasText: 'settings.updated' }).waitFor();
+    await screenshot(admin, 'desk-admin');
+
+    // The visitor bootstrap of that merchant reflects them.
+    const appkey = merchant?.appkey ?? '';
+    const visitorToken = await new HttpClient(t.url).json('/visitor/token', { method: 'POST', json: { appkey } });
+    const boot = await new HttpClient(t.url).json('/visitor/data/get', {
+      headers: { authorization: `Bearer ${visitorToken.body.data.token}` },
+    });
+    expect(boot.body.data.setting).toMatchObject({ voice: 'off', upload_limits: { image_max_bytes: 1048576 } });
+
+    // The new agent logs in and chats with a visitor of the new merchant.
+    const agent = await newTab();
+    await logInThroughPage(agent, t, 'lantern-mia', 'mia-password');
+    await agent.waitForURL(`${t.url}/agent/`);
+    await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+    const visitor = await newTab();
+    await visitor.goto(`${t.url}/visitor/?appkey=${encodeURIComponent(appkey)}`);
+    await visitor.locator('#chat').waitFor();
+    await visitor.waitForSelector('#chat-state[data-state="active"]', { state: 'attached', timeout: 15_000 });
+    expect(await visitor.locator('#chat-state').textContent()).toBe('Chatting with Mia');
+    await visitor.locator('#message-input').fill('Do you have maps?');
+    await visitor.getByRole('button', { name: 'Send', exact: true }).click();
+    const uid = (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+    await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+    await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Do you have maps?' }).waitFor();
+    await agent.locator('#message-input').fill('Yes, aisle three.');
+    await agent.getByRole('button', { name: 'Send', exact: true }).click();
+    await visitor.locator('#messages li[data-sender="agent"]', { hasText: 'Yes, aisle three.' }).waitFor();
+  }, 120_000);
+
+  it('a non-admin opening /agent/admin goes to its workbench; the join page says when registration is off', async () => {
+    const page = await newTab();
+    await logInThroughPage(page, t, 'alice');
+    await page.waitForURL(`${t.url}/agent/`);
+    await page.goto(`${t.url}/agent/admin`);
+    expect(page.url()).toBe(`${t.url}/agent/`);
+
+    t.app.deps.config.registration = false;
+    try {
+      await page.goto(`${t.url}/agent/join`);
+      expect(await page.locator('body').getAttribute('data-registration')).toBe('off');
+      await page.locator('#registration-off').waitFor();
+      expect(await page.getByLabel('Business name').isDisabled()).toBe(true);
+    } finally {
+      t.app.deps.config.registration = true;
+    }
+  });
+});
