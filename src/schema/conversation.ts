@@ -36,6 +36,7 @@ const ScopeEnum = builder.enumType('ConversationScope', {
 const ChatAgent = builder.objectRef<AgentBrief>('ChatAgent').implement({
   description: 'The public face of an agent in a conversation.',
   fields: (t) => ({
+    id: t.exposeID('agentId', { description: 'Agent id (the same as `agentId`), so caches normalize agents.' }),
     agentId: t.exposeString('agentId', { description: 'Agent id.' }),
     nickname: t.exposeString('nickname', { description: 'Nickname.' }),
     avatar: t.exposeString('avatar', { description: 'Avatar URL or path.' }),
@@ -54,6 +55,9 @@ const Rating = builder.objectRef<NonNullable<ConversationView['rating']>>('Conve
 export const Conversation = builder.objectRef<ConversationView>('Conversation').implement({
   description: 'A conversation between a visitor and the merchant’s agents.',
   fields: (t) => ({
+    id: t.exposeID('conversationId', {
+      description: 'Conversation id (the same as `conversationId`), so caches update a conversation after mutations.',
+    }),
     conversationId: t.exposeString('conversationId', { description: 'Conversation id.' }),
     visitorId: t.exposeString('visitorId', { description: 'The visitor uid; agents address conversations by it.' }),
     visitorName: t.exposeString('visitorName', { description: 'The visitor’s nickname.' }),

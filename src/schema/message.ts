@@ -43,6 +43,7 @@ const MessageTypeEnum = builder.enumType('MessageType', {
 const MessageAttachment = builder.objectRef<AttachmentView>('MessageAttachment').implement({
   description: 'The attachment a message carries (README "Attachments").',
   fields: (t) => ({
+    id: t.exposeID('attachmentId', { description: 'Attachment id (the same as `attachmentId`).' }),
     attachmentId: t.exposeString('attachmentId', { description: 'Attachment id.' }),
     kind: t.exposeString('kind', { description: '`image`, `file`, `video` or `voice`.' }),
     mime: t.exposeString('mime', { description: 'MIME type, decided from the bytes.' }),
