@@ -31,7 +31,7 @@ import {
  * defaulting to 127.0.0.1); creates and drops its own database and Redis key prefix.
  * `--quick` shortens every window and the sizes (a smoke run, not for the record);
  * `--only=<groups>` runs some groups of rows (comma-separated: bootstrap, login, captcha, ceiling,
- * fanout, embedded, config-change, idle, message). Either writes BENCHMARKS.quick.md instead of
+ * fanout, embedded, config-change, idle, message, webhook). Either writes BENCHMARKS.quick.md instead of
  * BENCHMARKS.md. Sizes: BENCH_IDLE_COUNTS (default 2000,10000; quick 200,1000) and
  * BENCH_CONVERSATIONS (default 200; quick 20).
  */
@@ -181,6 +181,8 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   // their headers to be read: the defaults would answer the last ones 408.
   HTTP_HEADERS_TIMEOUT_MS: '120000',
   HTTP_REQUEST_TIMEOUT_MS: '300000',
+  // Row 10 registers a webhook endpoint on the bench's own (loopback) hanging receiver.
+  WEBHOOK_ALLOW_PRIVATE: 'on',
   ...extra,
 });
 const probeFile = (name: string, kind: 'elu' | 'heap') => `/tmp/parley-${kind}-${stamp}-${name}.json`;
@@ -527,6 +529,7 @@ async function main() {
       if (runs('fanout')) await fanout(gateway, agentTokens.alice as string);
       if (runs('idle')) await idleSubscribers(gateway, agentTokens.alice as string);
       if (runs('message')) await messagePath(gateway, floor, benchDeps);
+      if (runs('webhook')) await webhookSendLatency(gateway, benchDeps);
     } finally {
       await benchDeps.close();
     }
@@ -710,6 +713,80 @@ async function idleSubscribers(gateway: Proc, aliceToken: string) {
     '',
     `live heap per idle agent subscriber; RSS per subscriber ${rssPerSub.map((r) => `${fmt(r / 1024, 1)} kB`).join(' / ')}`,
   ]);
+}
+
+/**
+ * Row 10: a hanging webhook receiver does not slow sends (issue 30). WEBHOOK_SENDERS visitors of
+ * the demo merchant send one message at a time in turn; the latency of POST /visitor/message/send
+ * is measured in alternating rounds without any webhook endpoint and with one endpoint for
+ * `message.created` on a receiver that accepts connections and never answers (each attempt
+ * waits the full WEBHOOK_TIMEOUT_MS, and deliveries pile up in the table).
+ */
+async function webhookSendLatency(gateway: Proc, deps: Awaited<ReturnType<typeof buildDeps>>) {
+  const { createServer } = await import('node:http');
+  let attempts = 0;
+  const hanging = createServer(() => {
+    attempts++; // never answered
+  });
+  await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+  const port = (hanging.address() as { port: number }).port;
+  const senders: string[] = [];
+  for (let i = 0; i < (quick ? 10 : 40); i++)
+    senders.push((await issueVisitorToken(deps, { appkey: 'demo-appkey' }, `10.78.0.${i}`)).token);
+  const sql = postgres(dbUrl, { max: 1, onnotice: () => {} });
+  let n = 0;
+  const sendOnce = async (token: string) => {
+    const started = performance.now();
+    const res = await fetch(`${gateway.url}/visitor/message/send`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ client_msg_id: `wh-${n++}`, content: 'hello' }),
+    });
+    const body = (await res.json()) as { code: number };
+    if (body.code !== 0) throw new Error(`webhook row: send answered ${JSON.stringify(body)}`);
+    return performance.now() - started;
+  };
+  const round = async (withEndpoint: boolean, count: number) => {
+    await sql`delete from webhook_deliveries`;
+    await sql`delete from webhook_endpoints`;
+    if (withEndpoint)
+      await sql`insert into webhook_endpoints (id, merchant_id, url, events, secret)
+                values ('whep_bench', 'm_demo', ${`http://127.0.0.1:${port}/hook`}, ${sql.json(['message.created'])},
+                        'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`;
+    const latencies: number[] = [];
+    for (let i = 0; i < count; i++) latencies.push(await sendOnce(senders[i % senders.length] as string));
+    return latencies;
+  };
+  const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)] ?? 0;
+  const count = quick ? 200 : 1000;
+  await round(false, 50); // warm-up
+  const none: number[] = [];
+  const hung: number[] = [];
+  for (let r = 0; r < WINDOW.rounds; r++) {
+    none.push(...(await round(false, count)));
+    hung.push(...(await round(true, count)));
+  }
+  const [pending] = await sql`select count(*)::int as n from webhook_deliveries where state = 'pending'`;
+  await sql`delete from webhook_deliveries`;
+  await sql`delete from webhook_endpoints`;
+  await sql.end();
+  hanging.closeAllConnections();
+  hanging.close();
+  const p99 = { none: percentile(none, 0.99), hung: percentile(hung, 0.99) };
+  const ratio = p99.hung / p99.none;
+  const met = ratio <= 1.2 || p99.hung - p99.none <= 2;
+  rows.push([
+    `10 message send with a hanging webhook receiver (${senders.length} visitors, one send at a time)`,
+    `p99 ${fmt(p99.hung, 1)} ms`,
+    `p99 ${fmt(p99.none, 1)} ms (no endpoint)`,
+    `**${fmt(ratio, 2)}×**`,
+    'p99 ≤ 1.2× (or +2 ms) of no endpoint',
+    met ? 'met' : '**not met**',
+    `p50/p99 ${fmt(percentile(hung, 0.5), 1)} / ${fmt(p99.hung, 1)} ms`,
+    `p50/p99 ${fmt(percentile(none, 0.5), 1)} / ${fmt(p99.none, 1)} ms`,
+    `${attempts} attempts hung on the receiver; ${pending?.n ?? 0} deliveries pending at the end`,
+  ]);
+  log(`10 send with a hanging webhook receiver: p99 ${fmt(p99.hung, 1)} vs ${fmt(p99.none, 1)} ms → ${fmt(ratio, 2)}×`);
 }
 
 /**

@@ -21,6 +21,7 @@ import { startAttachmentCleanup } from './resolvers/attachments/cleanup.js';
 import { createHoursScheduler } from './resolvers/availability/hours-events.js';
 import { createChatService } from './resolvers/chat-service.js';
 import { loadDemoDataIfEmpty } from './resolvers/demo.js';
+import { createWebhookDispatcher } from './resolvers/integration/webhooks/dispatcher.js';
 import { isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
@@ -62,6 +63,8 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   const yoga = createGraphQLServer(deps);
   // The chat's background work (outbox drain, idle close, queue retry): started with the server.
   const chat = createChatService(deps);
+  // Webhook deliveries (docs/integration.md): every instance sends its share of the due ones.
+  const webhooks = createWebhookDispatcher(deps);
   const { storage } = deps;
   let attachmentCleanup: { stop(): Promise<void> } | undefined;
 
@@ -141,6 +144,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
       });
       chat.start();
       hours.start();
+      webhooks.start();
       deps.realtime.start();
       attachmentCleanup = startAttachmentCleanup(deps, storage);
       const { port } = server.address() as AddressInfo;
@@ -158,6 +162,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
         clearTimeout(timer);
         await chat.stop();
         await hours.stop();
+        await webhooks.stop();
         await attachmentCleanup?.stop();
         await deps.close();
       })();

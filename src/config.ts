@@ -73,7 +73,27 @@ export interface Config {
   otelEnabled: boolean;
   /** Attachments (docs/attachments.md): where files are stored and how they are served. */
   attachments: AttachmentsConfig;
+  /** Webhook delivery (docs/integration.md "Webhooks"). */
+  webhooks: WebhooksConfig;
 }
+
+export interface WebhooksConfig {
+  /** Seconds between attempts: the n-th retry waits the n-th value (±10 % jitter); after the last, the delivery fails. */
+  retrySchedule: number[];
+  /** Endpoints on private, loopback and link-local addresses are allowed (development and tests). */
+  allowPrivate: boolean;
+  /** An attempt without a complete answer within this many ms fails (and is retried). */
+  timeoutMs: number;
+  /** Attempts in flight per endpoint across all instances. */
+  concurrency: number;
+  /** After a rotation, the previous secret signs too for this many seconds. */
+  secretOverlapSeconds: number;
+  /** Finished deliveries are kept in the log this many days. */
+  logRetentionDays: number;
+}
+
+/** The default retry schedule: 10 retries over about 27.7 hours (≥ 24 h even with -10 % jitter). */
+export const DEFAULT_WEBHOOK_RETRY_SCHEDULE = '5,30,120,600,1800,3600,7200,14400,28800,43200';
 
 export interface AttachmentsConfig {
   /** `local`: files under `dir`/objects; `s3`: an S3-compatible bucket. */
@@ -198,6 +218,15 @@ const envSchema = z.object({
   IMAGE_WORKERS_PER_MERCHANT: int(1, 256).default(1),
   IMAGE_QUEUE_PER_MERCHANT: int(0, 100_000).default(16),
   IMAGE_QUEUE_TIMEOUT_MS: int(100, 600_000).default(10_000),
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\s*\d+(\.\d+)?(\s*,\s*\d+(\.\d+)?)*\s*$/, 'comma-separated seconds, e.g. 5,30,120')
+    .default(DEFAULT_WEBHOOK_RETRY_SCHEDULE),
+  WEBHOOK_ALLOW_PRIVATE: bool.default('off'),
+  WEBHOOK_TIMEOUT_MS: int(100, 60_000).default(10_000),
+  WEBHOOK_CONCURRENCY: int(1, 100).default(4),
+  WEBHOOK_SECRET_OVERLAP_SECONDS: int(0, 30 * 86400).default(86400),
+  WEBHOOK_LOG_RETENTION_DAYS: int(1, 365).default(14),
 });
 
 /** Every environment variable the gateway reads (.env.example documents each; a test checks it). */
@@ -316,6 +345,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       imageWorkersPerMerchant: e.IMAGE_WORKERS_PER_MERCHANT,
       imageQueuePerMerchant: e.IMAGE_QUEUE_PER_MERCHANT,
       imageQueueTimeoutMs: e.IMAGE_QUEUE_TIMEOUT_MS,
+    },
+    webhooks: {
+      retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(',').map((v) => Number(v.trim())),
+      allowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      concurrency: e.WEBHOOK_CONCURRENCY,
+      secretOverlapSeconds: e.WEBHOOK_SECRET_OVERLAP_SECONDS,
+      logRetentionDays: e.WEBHOOK_LOG_RETENTION_DAYS,
     },
   };
 }

@@ -5,6 +5,7 @@ import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel } from './events.js';
+import { enqueueWebhookEvent } from './integration/webhooks/events.js';
 import { enqueueEvent, type Tx } from './outbox.js';
 
 /**
@@ -208,5 +209,13 @@ export async function appendMessage(
   ctx.conversation.lastSeq = bumped.lastSeq;
   const view = toMessageView(row, input.attachment ?? null);
   for (const channel of participantChannels(ctx)) await enqueueEvent(tx, channel, 'message.created', { message: view });
+  await enqueueWebhookEvent(
+    tx,
+    ctx.conversation.merchantId,
+    ctx.conversation.id,
+    'message.created',
+    { message: view },
+    now,
+  );
   return view;
 }

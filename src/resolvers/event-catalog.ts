@@ -11,9 +11,10 @@ import { z } from 'zod';
 
 /**
  * Which channel carries an event: `global-{bid}`, `agent-{agent_id}` or the visitor's own; or
- * `internal`, the instances' own channel (`internal:config`) that no client identity may subscribe to.
+ * `internal`, the instances' own channel (`internal:config`) that no client identity may subscribe to;
+ * `webhook`: only to the merchant's webhook endpoints (docs/integration.md).
  */
-export type Audience = 'global' | 'agent' | 'visitor' | 'internal';
+export type Audience = 'global' | 'agent' | 'visitor' | 'internal' | 'webhook';
 
 export interface EventDeclaration<Domain, Wire> {
   audiences: readonly Audience[];
@@ -24,6 +25,8 @@ export interface EventDeclaration<Domain, Wire> {
   toWire: (data: Domain) => Wire;
   /** `gateway`: published by the domain; `bus`: produced by the channel itself. */
   origin?: 'gateway' | 'bus';
+  /** Delivered to webhook endpoints that ask for it, with this payload version (docs/integration.md). */
+  webhook?: number;
 }
 
 const declare = <Domain, Wire>(d: EventDeclaration<Domain, Wire>) => d;
@@ -219,6 +222,7 @@ export const eventCatalog = {
     toWire: (d: { uid: string; nickname: string }) => ({ uid: d.uid, nickname: d.nickname }),
   }),
   'message.created': declare({
+    webhook: 1,
     audiences: ['visitor', 'agent'],
     description:
       'A message was stored (after its commit), system messages included; `message.seq` is the next of its conversation — a jump means fetch the hole with `after`.',
@@ -290,6 +294,7 @@ export const eventCatalog = {
     }),
   }),
   'conversation.assigned': declare({
+    webhook: 1,
     audiences: ['global', 'agent', 'visitor'],
     description: 'An agent took a conversation (routing, a claim or the queue draining).',
     payload: z.object({ ...conversationRef, agent: agentBriefWire, by: z.enum(['routing', 'claim']) }).strict(),
@@ -300,6 +305,7 @@ export const eventCatalog = {
     }),
   }),
   'conversation.transferred': declare({
+    webhook: 1,
     audiences: ['global', 'agent', 'visitor'],
     description: 'A conversation moved to another agent (`to` set) or back to a group’s queue (`to` null).',
     payload: z
@@ -318,6 +324,7 @@ export const eventCatalog = {
     }),
   }),
   'conversation.closed': declare({
+    webhook: 1,
     audiences: ['global', 'agent', 'visitor'],
     description: 'A conversation was closed by the visitor, its agent or the idle timeout (`closed_by`).',
     payload: z
@@ -393,6 +400,53 @@ export const eventCatalog = {
       timezone: d.timezone,
     }),
   }),
+  'conversation.created': declare({
+    audiences: ['webhook'],
+    webhook: 1,
+    description: 'A visitor started a conversation (before routing: `conversation.assigned` or a queue follows).',
+    payload: z.object({ ...conversationRef, group_id: z.string().nullable() }).strict(),
+    toWire: (d: ConversationRef & { groupId: string | null }) => ({ ...toConversationRef(d), group_id: d.groupId }),
+  }),
+  'conversation.rated': declare({
+    audiences: ['webhook'],
+    webhook: 1,
+    description: 'The visitor rated a closed conversation (`score` 1–5, `resolved` and `comment` when given).',
+    payload: z
+      .object({
+        ...conversationRef,
+        score: z.number().int(),
+        resolved: z.boolean().nullable(),
+        comment: z.string().nullable(),
+      })
+      .strict(),
+    toWire: (d: ConversationRef & { score: number; resolved: boolean | null; comment: string | null }) => ({
+      ...toConversationRef(d),
+      score: d.score,
+      resolved: d.resolved,
+      comment: d.comment,
+    }),
+  }),
+  'visitor.created': declare({
+    audiences: ['webhook'],
+    webhook: 1,
+    description:
+      'A visitor was created (its first bootstrap or token); `external_user_id` is the merchant’s own id of an identified visitor.',
+    payload: z
+      .object({ visitor_id: z.string(), nickname: z.string(), external_user_id: z.string().nullable() })
+      .strict(),
+    toWire: (d: { visitorId: string; nickname: string; externalUserId: string | null }) => ({
+      visitor_id: d.visitorId,
+      nickname: d.nickname,
+      external_user_id: d.externalUserId,
+    }),
+  }),
+  'webhook.test': declare({
+    audiences: ['webhook'],
+    webhook: 1,
+    description: 'A test ping an admin sent to one endpoint (`testWebhookEndpoint`); nothing happened in the chat.',
+    payload: z.object({ endpoint_id: z.string() }).strict(),
+    toWire: (d: { endpointId: string }) => ({ endpoint_id: d.endpointId }),
+  }),
   'merchant.config_changed': declare({
     audiences: ['internal'],
     description:
@@ -430,6 +484,20 @@ export type EventData<N extends EventName> = Parameters<(typeof eventCatalog)[N]
 export type EventWire<N extends EventName> = ReturnType<(typeof eventCatalog)[N]['toWire']>;
 
 export const eventNames = Object.keys(eventCatalog) as EventName[];
+
+/** Events a webhook endpoint may subscribe to, each with its payload version. */
+export const webhookEventNames = eventNames.filter(
+  (n) => (eventCatalog[n] as EventDeclaration<unknown, unknown>).webhook !== undefined,
+);
+export type WebhookEventName =
+  | 'message.created'
+  | 'conversation.created'
+  | 'conversation.assigned'
+  | 'conversation.transferred'
+  | 'conversation.closed'
+  | 'conversation.rated'
+  | 'visitor.created'
+  | 'webhook.test';
 
 /** Names the gateway owns: POST /internal/events may not publish them. */
 export const isReservedEventName = (name: string) => Object.hasOwn(eventCatalog, name);

@@ -3,6 +3,8 @@ import type { Db } from '../db/client.js';
 import { eventOutbox } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { type EventData, type EventName, toWire } from './event-catalog.js';
+import { nudgeWebhooks } from './integration/webhooks/dispatcher.js';
+import { createDeliveries, isWebhookOutboxRow } from './integration/webhooks/events.js';
 
 /**
  * Publish after commit, through the `event_outbox` table. A chat operation writes its events
@@ -13,6 +15,8 @@ import { type EventData, type EventName, toWire } from './event-catalog.js';
  * every channel, and a crash between commit and publish leaves the rows for the next drain of
  * any instance (the chat service drains periodically) — at least once, in order; a row published
  * but not yet deleted when an instance dies is published again (clients dedupe by `seq` / id).
+ * Rows on a `webhook:` channel are not published: the same round turns them into webhook
+ * deliveries (src/resolvers/integration/webhooks/events.ts), which the dispatcher sends.
  */
 
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
@@ -36,7 +40,8 @@ export const rowsOf = <T>(result: unknown): T[] =>
  * another publisher holds the lock (its round will or did publish what is committed).
  */
 async function publishRound(deps: Deps, minAgeMs: number): Promise<'busy' | number> {
-  return deps.db.transaction(async (tx) => {
+  let deliveries = 0;
+  const result = await deps.db.transaction(async (tx): Promise<'busy' | number> => {
     const [lock] = rowsOf<{ ok: boolean }>(
       await tx.execute(sql`select pg_try_advisory_xact_lock(${OUTBOX_LOCK_ID}) as ok`),
     );
@@ -48,8 +53,11 @@ async function publishRound(deps: Deps, minAgeMs: number): Promise<'busy' | numb
       .orderBy(asc(eventOutbox.id))
       .limit(BATCH);
     if (rows.length === 0) return 0;
+    // Deliveries first: a database failure there must not follow publishes already made.
+    const webhooks = rows.filter(isWebhookOutboxRow);
+    if (webhooks.length > 0) deliveries = await createDeliveries(tx, webhooks, deps.now());
     // A failed publish throws: the transaction rolls back and the rows wait for the next drain.
-    for (const row of rows) await deps.bus.publish(row.channel, row.event, row.data);
+    for (const row of rows) if (!isWebhookOutboxRow(row)) await deps.bus.publish(row.channel, row.event, row.data);
     await tx.delete(eventOutbox).where(
       inArray(
         eventOutbox.id,
@@ -58,6 +66,9 @@ async function publishRound(deps: Deps, minAgeMs: number): Promise<'busy' | numb
     );
     return rows.length;
   });
+  // Committed: this instance's dispatcher sends them now (the others find them on their poll).
+  if (deliveries > 0) nudgeWebhooks(deps);
+  return result;
 }
 
 /**

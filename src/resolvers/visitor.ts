@@ -6,6 +6,7 @@ import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
 import { type BusinessHoursView, businessHoursAt } from './availability/business-hours.js';
+import { enqueueWebhookEvent } from './integration/webhooks/events.js';
 import { findMerchantByAppkey, merchantConfig, type UploadLimits, uploadLimitsOf } from './merchant.js';
 import { announceVisitorTokenRevoked } from './merchant-config.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
@@ -217,17 +218,30 @@ function validUserHash(secret: string, userId: string, userHash: string) {
 
 async function createVisitor(deps: Deps, merchantId: string, input: VisitorTokenInput, externalUserId?: string) {
   const id = newId('v');
-  await deps.db
-    .insert(visitors)
-    .values({
-      id,
-      merchantId,
-      externalUserId,
-      nickname: input.nickname || `Visitor ${randomInt(1000, 10000)}`,
-      lang: input.lang || 'en',
-      channel: `visitor-${newSecret(24)}`,
-    })
-    .onConflictDoNothing();
+  await deps.db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(visitors)
+      .values({
+        id,
+        merchantId,
+        externalUserId,
+        nickname: input.nickname || `Visitor ${randomInt(1000, 10000)}`,
+        lang: input.lang || 'en',
+        channel: `visitor-${newSecret(24)}`,
+      })
+      .onConflictDoNothing()
+      .returning();
+    // For webhooks only: sent by the outbox drain of any instance within a couple of seconds.
+    if (row)
+      await enqueueWebhookEvent(
+        tx,
+        merchantId,
+        id,
+        'visitor.created',
+        { visitorId: id, nickname: row.nickname, externalUserId: row.externalUserId },
+        deps.now(),
+      );
+  });
   return id;
 }
 

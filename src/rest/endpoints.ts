@@ -12,6 +12,7 @@ import { buildOpenApiDocument } from './openapi.js';
 import { pusherEndpoints } from './pusher.js';
 import { type AnyRoute, rawRoute } from './route.js';
 import { visitorEndpoints } from './visitor.js';
+import { webhookEndpoints } from './webhooks.js';
 
 /**
  * Every REST endpoint of the gateway, each declared once. app.ts mounts them, the OpenAPI
@@ -26,6 +27,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...deskAdminEndpoints,
   ...deskSettingsEndpoints,
   ...attachmentEndpoints,
+  ...webhookEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,
   ...operationsEndpoints,

@@ -11,6 +11,7 @@ import './desk/notes.js';
 import './availability.js';
 import './desk/admin.js';
 import './desk/settings.js';
+import './webhooks.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });

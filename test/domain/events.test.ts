@@ -6,6 +6,7 @@ import {
   eventNames,
   isReservedEventName,
   toWire,
+  webhookEventNames,
 } from '../../src/resolvers/event-catalog.js';
 import {
   agentChannel,
@@ -163,6 +164,19 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
     { groupId: null, open: false, nextOpenAt: 1800000000, timezone: 'Europe/Paris' },
     { group_id: null, open: false, next_open_at: 1800000000, timezone: 'Europe/Paris' },
   ],
+  'conversation.created': [
+    { ...ref, state: 'queued', groupId: null },
+    { ...refWire, state: 'queued', group_id: null },
+  ],
+  'conversation.rated': [
+    { ...ref, state: 'closed', score: 5, resolved: true, comment: null },
+    { ...refWire, state: 'closed', score: 5, resolved: true, comment: null },
+  ],
+  'visitor.created': [
+    { visitorId: 'v1', nickname: 'Bob', externalUserId: null },
+    { visitor_id: 'v1', nickname: 'Bob', external_user_id: null },
+  ],
+  'webhook.test': [{ endpointId: 'e1' }, { endpoint_id: 'e1' }],
   'merchant.config_changed': [{ merchantId: 'mc1' }, { merchant_id: 'mc1' }],
   'visitor_token.revoked': [{ tokenHash: 'h1' }, { token_hash: 'h1' }],
   subscribed: [{}, {}],
@@ -255,11 +269,26 @@ describe('the event catalog', () => {
     for (const name of eventNames) {
       const { audiences, origin } = eventCatalog[name] as { audiences: readonly string[]; origin?: string };
       expect(audiences.length, name).toBeGreaterThan(0);
-      for (const audience of audiences) expect(['global', 'agent', 'visitor', 'internal'], name).toContain(audience);
+      for (const audience of audiences)
+        expect(['global', 'agent', 'visitor', 'internal', 'webhook'], name).toContain(audience);
       expect(audiences.includes('internal'), name).toBe(internal.includes(name));
       if (internal.includes(name)) expect(audiences, name).toEqual(['internal']);
       expect(origin === 'bus', name).toBe(name === SUBSCRIBED || name === HISTORY_GAP);
     }
+  });
+
+  it('webhook endpoints may ask for exactly the documented webhook events, each with a payload version', () => {
+    expect([...webhookEventNames].sort()).toEqual([
+      'conversation.assigned',
+      'conversation.closed',
+      'conversation.created',
+      'conversation.rated',
+      'conversation.transferred',
+      'message.created',
+      'visitor.created',
+      'webhook.test',
+    ]);
+    for (const name of webhookEventNames) expect((eventCatalog[name] as { webhook?: number }).webhook, name).toBe(1);
   });
 
   it('the gateway’s names are reserved exactly (the namespaces are the channel rules’ business)', () => {

@@ -5,6 +5,7 @@ import { chargeConversationClosed } from '../budgets/chat.js';
 import { appendMessage, type ConversationContext, openConversation } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
+import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { requireMine, requireOpen, visitorRef } from './context.js';
@@ -74,6 +75,7 @@ async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy:
     ctx.visitorChannel,
   ])
     await enqueueEvent(tx, channel, 'conversation.closed', data);
+  await enqueueWebhookEvent(tx, c.merchantId, c.id, 'conversation.closed', data, now);
   const [merchant] = await tx
     .select({ switches: merchants.switches })
     .from(merchants)

@@ -5,6 +5,7 @@ import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
 import { parseInput, text } from '../inputs.js';
+import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { publishOutbox } from '../outbox.js';
 import type { VisitorViewer } from '../viewer.js';
 import { id } from './context.js';
@@ -66,6 +67,16 @@ export async function rateConversation(deps: Deps, viewer: VisitorViewer, raw: u
       content: `Rated ${input.score}/5`,
       meta: { event: 'rated', score: input.score, resolved: input.resolved ?? null },
     });
+    const ratedData = { conversationId: rated.id, visitorId: rated.visitorId, state: 'closed' as const };
+    const rating = { score: input.score, resolved: input.resolved ?? null, comment: input.comment ?? null };
+    await enqueueWebhookEvent(
+      tx,
+      rated.merchantId,
+      rated.id,
+      'conversation.rated',
+      { ...ratedData, ...rating },
+      deps.now(),
+    );
     return rated.id;
   });
   await publishOutbox(deps);

@@ -11,6 +11,7 @@ import { appendMessage, type ConversationContext, openConversation, selectContex
 import type { AgentBrief } from '../event-catalog.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
+import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import { TICKET_AGENT, type VisitorViewer } from '../viewer.js';
 import { id } from './context.js';
@@ -125,6 +126,8 @@ export async function openNewConversation(
     if (!row) return undefined;
     const ctx = await openConversation(tx, merchantId, visitorId);
     if (!ctx) return undefined;
+    const created = { conversationId: row.id, visitorId, state: 'queued' as const, groupId };
+    await enqueueWebhookEvent(tx, merchantId, row.id, 'conversation.created', created, now);
     await enqueueQueued(tx, ctx);
     return row.id;
   });
@@ -308,6 +311,7 @@ export async function assignInTx(
   await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.assigned', data);
   await enqueueEvent(tx, agentChannel(agent.id), 'conversation.assigned', data);
   await enqueueEvent(tx, ctx.visitorChannel, 'conversation.assigned', data);
+  await enqueueWebhookEvent(tx, c.merchantId, c.id, 'conversation.assigned', data, now);
   return true;
 }
 

@@ -7,6 +7,7 @@ import { appendMessage, type ConversationContext } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
+import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from '../viewer.js';
 import { id, requireMine, requireOpen } from './context.js';
@@ -121,5 +122,6 @@ async function enqueueTransferred(
     ctx.visitorChannel,
   ]))
     await enqueueEvent(tx, channel, 'conversation.transferred', data);
+  await enqueueWebhookEvent(tx, before.merchantId, before.id, 'conversation.transferred', data, deps.now());
   if (!to) await enqueueQueued(tx, ctx);
 }

@@ -1,0 +1,297 @@
+import { z } from 'zod';
+import { required, text } from '../resolvers/inputs.js';
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  listWebhookEndpoints,
+  rotateWebhookSecret,
+  setWebhookEndpointDisabled,
+  type WebhookEndpointView,
+} from '../resolvers/integration/webhooks/endpoints.js';
+import {
+  listWebhookDeliveries,
+  MAX_LOG_PAGE,
+  redeliverFailedWebhooks,
+  redeliverWebhook,
+  testWebhookEndpoint,
+  type WebhookDeliveryView,
+} from '../resolvers/integration/webhooks/log.js';
+import { type AnyRoute, jsonRoute } from './route.js';
+
+/**
+ * `/agent/webhook/*`: the merchant's webhook endpoints and delivery log, for its admins
+ * (docs/integration.md "Webhooks"); the same domain functions as the GraphQL fields.
+ */
+
+const id = required(64);
+/** An integer, also as the string a form sends. */
+const int = (min: number, max: number) =>
+  z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v), z.number().int().min(min).max(max));
+/** A list, also as the comma-separated string a form sends. */
+const list = z.preprocess(
+  (v) =>
+    typeof v === 'string'
+      ? v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : v,
+  z.array(z.string().max(64)).max(20),
+);
+
+const endpointData = z
+  .object({
+    id: z.string(),
+    url: z.string(),
+    description: z.string(),
+    events: z.array(z.string()),
+    disabled: z.boolean(),
+    consecutive_failures: z.number().int(),
+    circuit_open_until: z.number().nullable().openapi({ description: 'Unix ms while attempts pause, else null.' }),
+    previous_secret_until: z
+      .number()
+      .nullable()
+      .openapi({ description: 'Unix ms until which the previous secret signs too, else null.' }),
+    created_at: z.number().openapi({ description: 'Unix ms.' }),
+  })
+  .strict();
+const legacyEndpoint = (e: WebhookEndpointView): z.input<typeof endpointData> => ({
+  id: e.id,
+  url: e.url,
+  description: e.description,
+  events: e.events,
+  disabled: e.disabled,
+  consecutive_failures: e.consecutiveFailures,
+  circuit_open_until: e.circuitOpenUntil,
+  previous_secret_until: e.previousSecretUntil,
+  created_at: e.createdAt,
+});
+const withSecretData = z
+  .object({
+    endpoint: endpointData,
+    secret: z.string().openapi({ description: 'The `whsec_…` signing secret, shown once.' }),
+  })
+  .strict();
+
+const deliveryData = z
+  .object({
+    id: z.string().openapi({ description: 'The `webhook-id`: the same on every attempt and redelivery.' }),
+    endpoint_id: z.string(),
+    event: z.string(),
+    state: z.enum(['pending', 'delivered', 'failed']),
+    attempts: z.number().int(),
+    last_status: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    last_latency_ms: z.number().int().nullable(),
+    last_attempt_at: z.number().nullable(),
+    next_attempt_at: z.number().nullable(),
+    created_at: z.number(),
+    body: z.string(),
+  })
+  .strict();
+const legacyDelivery = (d: WebhookDeliveryView): z.input<typeof deliveryData> => ({
+  id: d.id,
+  endpoint_id: d.endpointId,
+  event: d.event,
+  state: d.state,
+  attempts: d.attempts,
+  last_status: d.lastStatus,
+  last_error: d.lastError,
+  last_latency_ms: d.lastLatencyMs,
+  last_attempt_at: d.lastAttemptAt,
+  next_attempt_at: d.nextAttemptAt,
+  created_at: d.createdAt,
+  body: d.body,
+});
+
+const exampleEndpoint: z.input<typeof endpointData> = {
+  id: 'whep_3f9a1c0d2b7e4a5c6d8e',
+  url: 'https://localhost/parley/webhooks',
+  description: 'CRM',
+  events: ['message.created', 'conversation.closed'],
+  disabled: false,
+  consecutive_failures: 0,
+  circuit_open_until: null,
+  previous_secret_until: null,
+  created_at: 1764150000000,
+};
+const exampleDelivery: z.input<typeof deliveryData> = {
+  id: 'msg_0c1d2e3f4a5b6c7d8e9f',
+  endpoint_id: exampleEndpoint.id,
+  event: 'webhook.test',
+  state: 'delivered',
+  attempts: 1,
+  last_status: 200,
+  last_error: null,
+  last_latency_ms: 42,
+  last_attempt_at: 1764150000100,
+  next_attempt_at: null,
+  created_at: 1764150000000,
+  body: '{"type":"webhook.test","version":1,"timestamp":"2025-11-26T09:40:00.000Z","data":{"endpoint_id":"whep_3f9a1c0d2b7e4a5c6d8e"}}',
+};
+const exampleSecret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+
+const endpointIdInput = z.object({ endpoint_id: id }).transform((i) => ({ endpointId: i.endpoint_id }));
+const tag = 'Webhooks (admin)';
+const adminOnly = { 403: 'Not an admin of the merchant (1403).' };
+
+export const webhookEndpoints: AnyRoute[] = [
+  jsonRoute({
+    method: 'post',
+    path: '/agent/webhook/create',
+    identity: 'agent',
+    tag,
+    summary: 'Register a webhook endpoint',
+    description:
+      'https (http outside production); private and loopback addresses refused unless WEBHOOK_ALLOW_PRIVATE=on. `events`: a list, or comma-separated in a form. The secret is answered here only.',
+    errors: adminOnly,
+    input: z
+      .object({ url: required(2048), events: list, description: text(200).optional() })
+      .transform((i) => ({ url: i.url, events: i.events, description: i.description })),
+    requestExample: { url: exampleEndpoint.url, events: 'message.created,conversation.closed', description: 'CRM' },
+    output: withSecretData,
+    example: { endpoint: exampleEndpoint, secret: exampleSecret },
+    async handle({ deps, viewer, input }) {
+      const r = await createWebhookEndpoint(deps, viewer, input);
+      return { endpoint: legacyEndpoint(r.endpoint), secret: r.secret };
+    },
+  }),
+  jsonRoute({
+    method: 'get',
+    path: '/agent/webhook/list',
+    identity: 'agent',
+    tag,
+    summary: 'The merchant’s webhook endpoints',
+    errors: adminOnly,
+    output: z.array(endpointData),
+    example: [exampleEndpoint],
+    async handle({ deps, viewer }) {
+      return (await listWebhookEndpoints(deps, viewer)).map(legacyEndpoint);
+    },
+  }),
+  jsonRoute({
+    method: 'get',
+    path: '/agent/webhook/deliveries',
+    identity: 'agent',
+    tag,
+    summary: 'An endpoint’s delivery log',
+    description: `Newest first; \`first\` 1–${MAX_LOG_PAGE} (20 by default).`,
+    errors: adminOnly,
+    input: z
+      .object({ endpoint_id: id, first: int(1, MAX_LOG_PAGE).optional() })
+      .transform((i) => ({ endpointId: i.endpoint_id, first: i.first })),
+    requestExample: { endpoint_id: exampleEndpoint.id },
+    output: z.array(deliveryData),
+    example: [exampleDelivery],
+    async handle({ deps, viewer, input }) {
+      return (await listWebhookDeliveries(deps, viewer, input)).map(legacyDelivery);
+    },
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/webhook/redeliver',
+    identity: 'agent',
+    tag,
+    summary: 'Send one delivery again',
+    description: 'A delivered or failed delivery, under the same `webhook-id`, with a fresh retry schedule.',
+    errors: adminOnly,
+    input: z.object({ delivery_id: id }).transform((i) => ({ deliveryId: i.delivery_id })),
+    requestExample: { delivery_id: exampleDelivery.id },
+    output: deliveryData,
+    example: { ...exampleDelivery, state: 'pending', attempts: 0, next_attempt_at: 1764150000000 },
+    async handle({ deps, viewer, input }) {
+      return legacyDelivery(await redeliverWebhook(deps, viewer, input));
+    },
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/webhook/redeliver_failed',
+    identity: 'agent',
+    tag,
+    summary: 'Send again the failed deliveries of a time range',
+    description: 'Every failed delivery of the endpoint created in [since, until) (Unix ms); answers how many.',
+    errors: adminOnly,
+    input: z
+      .object({ endpoint_id: id, since: int(0, 2 ** 53 - 1), until: int(1, 2 ** 53 - 1) })
+      .transform((i) => ({ endpointId: i.endpoint_id, since: i.since, until: i.until })),
+    requestExample: { endpoint_id: exampleEndpoint.id, since: 1764100000000, until: 1764150000000 },
+    output: z.object({ redelivered: z.number().int() }).strict(),
+    example: { redelivered: 3 },
+    async handle({ deps, viewer, input }) {
+      return { redelivered: await redeliverFailedWebhooks(deps, viewer, input) };
+    },
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/webhook/rotate',
+    identity: 'agent',
+    tag,
+    summary: 'Rotate an endpoint’s signing secret',
+    description:
+      'The new secret is answered once; the previous one signs beside it for WEBHOOK_SECRET_OVERLAP_SECONDS.',
+    errors: adminOnly,
+    input: endpointIdInput,
+    requestExample: { endpoint_id: exampleEndpoint.id },
+    output: withSecretData,
+    example: { endpoint: { ...exampleEndpoint, previous_secret_until: 1764236400000 }, secret: exampleSecret },
+    async handle({ deps, viewer, input }) {
+      const r = await rotateWebhookSecret(deps, viewer, input);
+      return { endpoint: legacyEndpoint(r.endpoint), secret: r.secret };
+    },
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/webhook/delete',
+    identity: 'agent',
+    tag,
+    summary: 'Delete an endpoint and its delivery log',
+    errors: adminOnly,
+    input: endpointIdInput,
+    requestExample: { endpoint_id: exampleEndpoint.id },
+    output: z.array(z.unknown()).max(0),
+    example: [],
+    async handle({ deps, viewer, input }) {
+      await deleteWebhookEndpoint(deps, viewer, input);
+      return [];
+    },
+  }),
+  ...(['disable', 'enable'] as const).map((action) =>
+    jsonRoute({
+      method: 'post',
+      path: `/agent/webhook/${action}`,
+      identity: 'agent',
+      tag,
+      summary: action === 'disable' ? 'Disable an endpoint' : 'Enable an endpoint',
+      description:
+        action === 'disable'
+          ? 'No new events are queued for it; pending deliveries wait.'
+          : 'Deliveries resume; the circuit is closed.',
+      errors: adminOnly,
+      input: endpointIdInput,
+      requestExample: { endpoint_id: exampleEndpoint.id },
+      output: endpointData,
+      example: { ...exampleEndpoint, disabled: action === 'disable' },
+      async handle({ deps, viewer, input }) {
+        return legacyEndpoint(
+          await setWebhookEndpointDisabled(deps, viewer, { ...input, disabled: action === 'disable' }),
+        );
+      },
+    }),
+  ),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/webhook/test',
+    identity: 'agent',
+    tag,
+    summary: 'Send a test ping',
+    description: 'Queues a `webhook.test` delivery to the endpoint; follow it in the delivery log.',
+    errors: adminOnly,
+    input: endpointIdInput,
+    requestExample: { endpoint_id: exampleEndpoint.id },
+    output: deliveryData,
+    example: { ...exampleDelivery, state: 'pending', attempts: 0, last_status: null, next_attempt_at: 1764150000000 },
+    async handle({ deps, viewer, input }) {
+      return legacyDelivery(await testWebhookEndpoint(deps, viewer, input));
+    },
+  }),
+];
