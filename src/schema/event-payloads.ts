@@ -114,7 +114,8 @@ const typeOfPayload = new WeakMap<object, string>();
 const payloadTypes = Object.entries(eventCatalog).flatMap(([event, declaration]) => {
   const schema = declaration.payload as unknown as z.ZodTypeAny;
   const def = schema._def as { typeName: string };
-  if (declaration.audiences.every((audience) => audience === 'internal')) return [];
+  // Events of the instances' own channel and webhook-only events reach no subscriber.
+  if (declaration.audiences.every((audience) => audience === 'internal' || audience === 'webhook')) return [];
   if (def.typeName !== 'ZodObject' || Object.keys((schema as z.AnyZodObject).shape).length === 0) return [];
   const name = `${pascal(event)}Payload`;
   return [{ event, name, schema, ref: objectType(schema as z.AnyZodObject, name) }];

@@ -48,13 +48,16 @@ export async function claimDeliveries(deps: Deps, limit: number): Promise<Claime
       await tx.execute(sql`
         with flying as (
           select endpoint_id, count(*) as n from webhook_deliveries
-          where leased_until is not null and leased_until > ${nowIso} group by endpoint_id)
+          where leased_until is not null and leased_until > ${nowIso} group by endpoint_id),
+        -- Endpoints with a free slot first: one at its concurrency (a hanging receiver) or with
+        -- its circuit open costs no scan of its backlog.
+        free_endpoints as (
+          select e.id from webhook_endpoints e left join flying on flying.endpoint_id = e.id
+          where not e.disabled and (e.circuit_open_until is null or e.circuit_open_until <= ${nowIso})
+            and coalesce(flying.n, 0) < case when e.consecutive_failures >= ${CIRCUIT_THRESHOLD} then 1 else ${concurrency} end)
         select d.seq, d.endpoint_id from webhook_deliveries d
-        join webhook_endpoints e on e.id = d.endpoint_id
-        left join flying on flying.endpoint_id = d.endpoint_id
-        where d.state = 'pending' and d.next_attempt_at <= ${nowIso} and not e.disabled
-          and (e.circuit_open_until is null or e.circuit_open_until <= ${nowIso})
-          and coalesce(flying.n, 0) < case when e.consecutive_failures >= ${CIRCUIT_THRESHOLD} then 1 else ${concurrency} end
+        join free_endpoints f on f.id = d.endpoint_id
+        where d.state = 'pending' and d.next_attempt_at <= ${nowIso}
           and not exists (
             select 1 from webhook_deliveries p
             where p.endpoint_id = d.endpoint_id and p.order_key = d.order_key
