@@ -25,6 +25,10 @@ const CLAIM = gql`
   }
 `;
 
+interface QueueData {
+  conversations: { nodes: { id: string; visitorId: string; state: string }[] };
+}
+
 describe('identities are normalized by `id`', () => {
   it('a claim answered by the mutation updates the conversation a query cached, without a refetch or type policy', async () => {
     const { token: bearer } = await visitorToken(t.url);
@@ -45,16 +49,17 @@ describe('identities are normalized by `id`', () => {
       cache: new InMemoryCache(),
       link: new HttpLink({ uri: `${t.url}/graphql`, headers: { token } }),
     });
-    const { data: before } = await apollo.query({ query: QUEUE });
-    const cached = before?.conversations.nodes.find((c: { visitorId: string }) => c.visitorId === visitorId);
+    const { data: before } = await apollo.query<QueueData>({ query: QUEUE });
+    const cached = before?.conversations.nodes.find((c) => c.visitorId === visitorId);
     expect(cached).toMatchObject({ id: assigned.body.data.conversation_id, state: 'queued', agent: null });
 
     await apollo.mutate({ mutation: CLAIM, variables: { visitorId } });
     // Read from the cache only: the conversation object the query holds was updated by id.
-    const after = apollo.readQuery({ query: QUEUE });
-    const updated = after?.conversations.nodes.find((c: { visitorId: string }) => c.visitorId === visitorId);
-    expect(updated).toMatchObject({ id: cached.id, state: 'active', agent: { id: 'a_alice', agentId: 'a_alice' } });
-    expect(apollo.cache.extract()[`Conversation:${cached.id}`]).toMatchObject({ state: 'active' });
+    const after = apollo.readQuery<QueueData>({ query: QUEUE });
+    const updated = after?.conversations.nodes.find((c) => c.visitorId === visitorId);
+    expect(updated).toMatchObject({ id: cached?.id, state: 'active', agent: { id: 'a_alice', agentId: 'a_alice' } });
+    const normalized = apollo.cache.extract() as Record<string, { state?: string }>;
+    expect(normalized[`Conversation:${cached?.id}`]).toMatchObject({ state: 'active' });
   });
 
   it('the visitor’s id is its uid', async () => {
