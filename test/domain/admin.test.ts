@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { verifyPassword } from '../../src/auth/passwords.js';
 import { agentGroups, agents, merchants } from '../../src/db/schema.js';
 import {
@@ -18,17 +18,11 @@ import { agentChannel, sessionFingerprint } from '../../src/resolvers/events.js'
 import { CONFIG_CHANNEL } from '../../src/resolvers/merchant-config.js';
 import { agentSessionsKey } from '../../src/resolvers/session.js';
 import { requireVisitor } from '../../src/resolvers/viewer.js';
-import { codeOf, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import { codeOf, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const unique = () => randomBytes(4).toString('hex');
 const merchantRow = async (id: string) => (await deps.db.select().from(merchants).where(eq(merchants.id, id)))[0];

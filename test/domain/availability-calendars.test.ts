@@ -1,22 +1,18 @@
 import { and, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentGroups, auditLog, merchants } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { loadBusinessHours, updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
 import { createHoursScheduler } from '../../src/resolvers/availability/hours-events.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import { loadVisitorBootstrap } from '../../src/resolvers/visitor.js';
-import { codeOf, eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import { codeOf, eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** Business hours as admins set them and as visitors and agents are told (docs/availability.md). */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(() => f.cleanup());
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const MIN = 60_000;
 const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations, merchants } from '../../src/db/schema.js';
 import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
 import {
@@ -12,17 +12,13 @@ import { closeIdleConversations } from '../../src/resolvers/conversations/closin
 import { assignAgent, drainQueue } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
-import { codeOf, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import { codeOf, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** When nobody can answer, nothing is refused: the conversation is kept as a message left (docs/availability.md). */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(() => f.cleanup());
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const MIN = 60_000;
 const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);

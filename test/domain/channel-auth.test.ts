@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   authorizePrivateChannel,
   type ChannelGrant,
@@ -10,7 +10,7 @@ import {
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
 import { requireVisitor } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visitor.js';
-import { clientIp, codeOf, factories, type TestDeps, testDeps } from '../support/deps.js';
+import { clientIp, codeOf, type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * docs/realtime.md "Pusher protocol": private- channels are signed by the authorization endpoint with the
@@ -18,14 +18,8 @@ import { clientIp, codeOf, factories, type TestDeps, testDeps } from '../support
  * channels are capabilities read by name while their visitor holds a live token.
  */
 let deps: TestDeps;
-let make: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  make = factories(deps);
-});
-afterAll(async () => {
-  await make?.cleanup();
-});
+let make: Factories;
+useTestDeps((made) => ({ deps, f: make } = made));
 
 let sockets = 0;
 const socketId = () => `${process.pid}.${++sockets}`;

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import {
   authorizeChannel,
@@ -20,18 +20,20 @@ import {
 } from '../../src/resolvers/presence.js';
 import { createRealtimeService } from '../../src/resolvers/realtime.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
-import { codeOf, eventually, factories, recordEvents, type TestDeps, testDeps, testSession } from '../support/deps.js';
+import {
+  codeOf,
+  eventually,
+  type Factories,
+  recordEvents,
+  type TestDeps,
+  testSession,
+  useTestDeps,
+} from '../support/deps.js';
 
 /** docs/realtime.md: who may listen where, the appkey of a connection, Session ends, the internal publish API. */
 let deps: TestDeps;
-let make: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  make = factories(deps);
-});
-afterAll(async () => {
-  await make?.cleanup();
-});
+let make: Factories;
+useTestDeps((made) => ({ deps, f: make } = made));
 
 const refusal = (work: () => void) => codeOf(Promise.resolve().then(work));
 

@@ -1,5 +1,5 @@
 import { and, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
 import type { DomainError } from '../../src/errors.js';
 import { claimConversation, pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
@@ -15,22 +15,16 @@ import { loadWorkbench } from '../../src/resolvers/workbench.js';
 import {
   codeOf,
   eventually,
-  factories,
+  type Factories,
   recordEvents,
   secondInstance,
   type TestDeps,
-  testDeps,
+  useTestDeps,
 } from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const activeCount = async (agentId: string) =>
   (

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { attachments, conversations, eventOutbox, messages } from '../../src/db/schema.js';
 import { newId } from '../../src/ids.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
@@ -15,22 +15,16 @@ import { loadWorkbench } from '../../src/resolvers/workbench.js';
 import {
   codeOf,
   eventually,
-  factories,
+  type Factories,
   recordEvents,
   secondInstance,
   type TestDeps,
-  testDeps,
+  useTestDeps,
 } from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 /** A merchant, an online agent and a visitor in an active conversation with it. */
 async function chat() {

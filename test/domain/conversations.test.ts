@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, conversations, merchants } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
@@ -12,19 +12,20 @@ import { transferConversation } from '../../src/resolvers/conversations/transfer
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
-import { eventually, factories, recordEvents, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
+import {
+  eventually,
+  type Factories,
+  recordEvents,
+  type TestDeps,
+  type TestMerchant,
+  useTestDeps,
+} from '../support/deps.js';
 
 /** Conversation rules (docs/chat.md) not already covered by test/domain/chat-conversations.test.ts. */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 async function codeOf(work: Promise<unknown>): Promise<string> {
   try {

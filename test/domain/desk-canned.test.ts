@@ -1,5 +1,5 @@
 import { asc, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { auditLog, cannedResponses } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
@@ -11,19 +11,13 @@ import {
   MAX_PERSONAL_CANNED,
   updateCannedResponse,
 } from '../../src/resolvers/desk/canned.js';
-import { factories, type TestDeps, testDeps } from '../support/deps.js';
+import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** Canned responses (docs/desk.md "Canned responses"): owners, search, budgets. */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 async function codeOf(work: Promise<unknown>): Promise<string> {
   try {

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { auditLog, labels } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
@@ -14,19 +14,13 @@ import {
   MAX_LABELS,
   unlabelConversation,
 } from '../../src/resolvers/desk/labels.js';
-import { factories, type TestDeps, testDeps } from '../support/deps.js';
+import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** Labels (docs/desk.md "Labels"): the merchant's set, on conversations. */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 async function codeOf(work: Promise<unknown>): Promise<string> {
   try {

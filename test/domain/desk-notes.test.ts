@@ -1,12 +1,12 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
 import { DomainError } from '../../src/errors.js';
 import { loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { addNote, listNotes, MAX_NOTE } from '../../src/resolvers/desk/notes.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
-import { factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import { type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * Internal notes (docs/desk.md "Internal notes"): for the merchant's agents only. A note is not
@@ -14,14 +14,8 @@ import { factories, recordEvents, type TestDeps, testDeps } from '../support/dep
  */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 async function codeOf(work: Promise<unknown>): Promise<string> {
   try {

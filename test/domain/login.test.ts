@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import { CAPTCHA_TTL_SECONDS, issueCaptcha, peekCaptchaAnswer } from '../../src/resolvers/captcha.js';
 import { globalChannel, sessionFingerprint } from '../../src/resolvers/events.js';
@@ -9,23 +9,17 @@ import type { Limit, RateLimiter } from '../../src/stores/rate-limits.js';
 import {
   clientIp,
   codeOf,
-  factories,
+  type Factories,
   metricValue,
   recordEvents,
   type TestDeps,
-  testDeps,
   testSession,
+  useTestDeps,
 } from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const PASSWORD = 'test-password-1';
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentGroups, merchants, visitorAttributeDefs } from '../../src/db/schema.js';
 import {
   type CachedVisitorToken,
@@ -11,7 +11,7 @@ import {
   VISITOR_TOKEN_CACHE_MS,
 } from '../../src/resolvers/merchant-config.js';
 import type { ChannelEvent, EventBus } from '../../src/stores/bus.js';
-import { eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import { eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * docs/operations.md "Configuration cache": an instance keeps merchants' configuration and visitor token
@@ -20,14 +20,8 @@ import { eventually, factories, recordEvents, type TestDeps, testDeps } from '..
  * past its safety TTL (configuration) or 1 s (token checks).
  */
 let deps: TestDeps;
-let make: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  make = factories(deps);
-});
-afterAll(async () => {
-  await make?.cleanup();
-});
+let make: Factories;
+useTestDeps((made) => ({ deps, f: make } = made));
 
 /** A cache on the real stores with its own clock and bus (`stop` in a finally); it listens again 50 ms after losing its stream (1 s in the gateway). */
 function cacheAt(clock = { now: Date.now() }, bus: EventBus = deps.bus) {

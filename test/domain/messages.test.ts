@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { attachments, conversations } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { BackendUnavailableError, DomainError } from '../../src/errors.js';
@@ -12,19 +12,13 @@ import { agentChannel } from '../../src/resolvers/events.js';
 import { historyOnlyMine, listMessages, markRead, sendMessage, setTyping } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
 import { rateLimiterFactory } from '../../src/stores/rate-limits.js';
-import { eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import { eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** Message rules (docs/chat.md) not already covered by test/domain/chat-messages.test.ts. */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 async function codeOf(work: Promise<unknown>): Promise<string> {
   try {

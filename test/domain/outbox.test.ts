@@ -1,11 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations, eventOutbox } from '../../src/db/schema.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { drainOutbox, enqueueEvent, publishOutbox, rowsOf } from '../../src/resolvers/outbox.js';
-import { eventually, factories, recordEvents, secondInstance, type TestDeps, testDeps } from '../support/deps.js';
+import {
+  eventually,
+  type Factories,
+  recordEvents,
+  secondInstance,
+  type TestDeps,
+  useTestDeps,
+} from '../support/deps.js';
 
 /**
  * Publish after commit (docs/chat.md, ARCHITECTURE.md "outbox"): events are written in the
@@ -14,14 +21,8 @@ import { eventually, factories, recordEvents, secondInstance, type TestDeps, tes
  */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const channelName = () => `private-outbox-test-${randomBytes(5).toString('hex')}`;
 const receipt = (seq: number) => ({

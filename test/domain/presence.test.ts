@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import {
@@ -14,11 +14,11 @@ import type { AgentViewer } from '../../src/resolvers/viewer.js';
 import {
   codeOf,
   eventually,
-  factories,
+  type Factories,
   recordEvents,
   type TestDeps,
   type TestMerchant,
-  testDeps,
+  useTestDeps,
 } from '../support/deps.js';
 
 /**
@@ -26,14 +26,8 @@ import {
  * change published once on `global-{bid}` with its reason.
  */
 let deps: TestDeps;
-let make: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  make = factories(deps);
-});
-afterAll(async () => {
-  await make?.cleanup();
-});
+let make: Factories;
+useTestDeps((made) => ({ deps, f: make } = made));
 
 /** An agent and a recorder of its merchant's `agent.state` events as [state, reason]. */
 async function watched(opts: { level?: 'agent' | 'ticket_agent' } = {}) {

@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createSessionEndWatches } from '../../src/resolvers/channels.js';
 import { publishSessionEnded } from '../../src/resolvers/events.js';
 import type { AgentViewer } from '../../src/resolvers/viewer.js';
 import type { EventBus } from '../../src/stores/bus.js';
-import { eventually, factories, type TestDeps, testDeps } from '../support/deps.js';
+import { eventually, type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * The Session-end watches on the real deps (the bus of this run: in process, or Redis when
@@ -11,14 +11,8 @@ import { eventually, factories, type TestDeps, testDeps } from '../support/deps.
  * counted on its way through.
  */
 let deps: TestDeps;
-let make: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  make = factories(deps);
-});
-afterAll(async () => {
-  await make?.cleanup();
-});
+let make: Factories;
+useTestDeps((made) => ({ deps, f: make } = made));
 
 function counted(bus: EventBus) {
   // `live`: subscriptions past their first (`subscribed`) event, so listening for what follows.

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agents, visitorTokens } from '../../src/db/schema.js';
 import { agentChannel, sessionFingerprint } from '../../src/resolvers/events.js';
 import { createMerchantConfigCache } from '../../src/resolvers/merchant-config.js';
@@ -13,17 +13,19 @@ import {
   TICKET_AGENT,
 } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visitor.js';
-import { clientIp, codeOf, factories, recordEvents, type TestDeps, testDeps, testSession } from '../support/deps.js';
+import {
+  clientIp,
+  codeOf,
+  type Factories,
+  recordEvents,
+  type TestDeps,
+  testSession,
+  useTestDeps,
+} from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 /** An agent and a logged-in Session of it (as login leaves it: indexed under the agent). */
 async function loggedIn(opts: { level?: 'agent' | 'admin' | 'ticket_agent'; createdAt?: number } = {}) {

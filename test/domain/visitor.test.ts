@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { merchants, visitorAttributeDefs, visitorAttributes, visitors, visitorTokens } from '../../src/db/schema.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import {
@@ -19,17 +19,19 @@ import {
   userHashFor,
 } from '../../src/resolvers/visitor.js';
 import { announceOnline } from '../../src/resolvers/visitor-online.js';
-import { clientIp, codeOf, eventually, factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import {
+  clientIp,
+  codeOf,
+  eventually,
+  type Factories,
+  recordEvents,
+  type TestDeps,
+  useTestDeps,
+} from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const secretOf = async (merchantId: string) =>
   (await deps.db.select().from(merchants).where(eq(merchants.id, merchantId)))[0]?.identitySecret as string;

@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentGroups } from '../../src/db/schema.js';
 import { pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { loadAgentProfile, loadWorkbench } from '../../src/resolvers/workbench.js';
-import { factories, type TestDeps, testDeps } from '../support/deps.js';
+import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const ws = { wsAddress: 'wss://chat.example/graphql' };
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { eq } from 'drizzle-orm';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/client.js';
 import { agents, merchants } from '../../src/db/schema.js';
@@ -170,6 +170,26 @@ export interface TestMerchant {
   merchantId: string;
   bid: string;
   appkey: string;
+}
+
+/** The factories of one deps object (`factories(deps)`). */
+export type Factories = ReturnType<typeof factories>;
+
+/**
+ * The set-up of a domain test file, written once: before its tests, the run's deps
+ * (`testDeps()`) and factories over them are handed to `use` (which keeps them in the file's
+ * variables); after them, what the factories made is cleaned up.
+ */
+export function useTestDeps(use: (made: { deps: TestDeps; f: Factories }) => unknown): void {
+  let made: { deps: TestDeps; f: Factories } | undefined;
+  beforeAll(async () => {
+    const deps = await testDeps();
+    made = { deps, f: factories(deps) };
+    use(made);
+  });
+  afterAll(async () => {
+    await made?.f.cleanup();
+  });
 }
 
 /** Factories over one deps object; each call makes fresh rows with unique names. */

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
 import { publishEvent } from '../../src/resolvers/channels.js';
 import type { VisitorViewer } from '../../src/resolvers/viewer.js';
@@ -6,7 +6,7 @@ import type { EventBus } from '../../src/stores/bus.js';
 import { compareIds } from '../../src/stores/event-id.js';
 import type { Connection } from '../../src/subscriptions/connection.js';
 import { createFanout, type FanoutSocket, type FrameFormat } from '../../src/subscriptions/fanout.js';
-import { eventually, factories, type TestDeps, testDeps } from '../support/deps.js';
+import { eventually, type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * The fan-out (src/subscriptions/fanout.ts) on the real deps: the bus of this run (in process,
@@ -14,14 +14,8 @@ import { eventually, factories, type TestDeps, testDeps } from '../support/deps.
  * sockets are recorders of the frames written to them; formats count their serializations.
  */
 let deps: TestDeps;
-let make: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  make = factories(deps);
-});
-afterAll(async () => {
-  await make?.cleanup();
-});
+let make: Factories;
+useTestDeps((made) => ({ deps, f: make } = made));
 
 /** A socket that records its frames, open until its connection ends. */
 function recordingSocket() {

@@ -1,20 +1,14 @@
 import { asc, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, auditLog } from '../../../src/db/schema.js';
 import { restErrorTable } from '../../../src/errors.js';
 import { auditedAgent, OPERATOR_ACTOR, recordAudit } from '../../../src/resolvers/desk/audit.js';
 import { requireAdmin, requireAgent } from '../../../src/resolvers/viewer.js';
-import { clientIp, codeOf, factories, type TestDeps, testDeps, testSession } from '../../support/deps.js';
+import { clientIp, codeOf, type Factories, type TestDeps, testSession, useTestDeps } from '../../support/deps.js';
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 const rowsOf = (merchantId: string) =>
   deps.db.select().from(auditLog).where(eq(auditLog.merchantId, merchantId)).orderBy(asc(auditLog.id));
