@@ -311,8 +311,10 @@ describe('Delivery', () => {
     for (let i = 0; i < 5; i++) await sendMessage(deps, c.visitor, { clientMsgId: `h${i}`, content: `${i}` });
     const sendMs = Date.now() - started;
     await eventually(() => fast.firsts().length === 6, 'the fast endpoint gets all 6');
-    expect(Date.now() - started).toBeLessThan(5000);
-    expect(sendMs).toBeLessThan(2000);
+    // Before the hanging attempt has even timed out.
+    expect(Date.now() - started).toBeLessThan(deps.config.webhooks.timeoutMs);
+    // Sends never wait for a receiver (their latency is bench row 10's): well under the attempt's timeout.
+    expect(sendMs).toBeLessThan(deps.config.webhooks.timeoutMs);
     expect(fast.firsts().map((x) => x.payload.data.message.seq)).toEqual([1, 2, 3, 4, 5, 6]);
     // The hanging one is still on its first event (order holds: the next waits for it).
     expect(new Set(slow.received.map((x) => x.payload.data.message.seq))).toEqual(new Set([1]));
@@ -386,10 +388,10 @@ describe('Delivery', () => {
     } finally {
       dispatcher.start();
     }
-    await eventually(() => r.received.length === 1, 'delivered after the lease', 10_000);
+    await eventually(() => r.received.length === 1, 'delivered after the lease', 30_000);
     expect(r.received[0]?.payload).toMatchObject({ type: 'webhook.test', data: { endpoint_id: endpoint.id } });
     expect(r.received[0]?.verified).toBe(true);
-  });
+  }, 60_000);
 
   it('rotation: deliveries carry both signatures during the overlap, and each secret verifies', async () => {
     const r = await receiver();
