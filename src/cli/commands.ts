@@ -40,6 +40,12 @@ interface Command {
 }
 
 const opt = (description: string) => ({ type: 'string' as const, description });
+/**
+ * Option values as parseArgs gives them (a string, a boolean or nothing) handed to a domain
+ * function, which parses them at its door with its own schema: a missing or wrong value is its
+ * BAD_USER_INPUT, worded as for every other adapter.
+ */
+const unchecked = (values: Record<string, unknown>) => values as never;
 const flag = (description: string) => ({ type: 'boolean' as const, description });
 
 /** Sessions live in the server process when there is no Redis: say what that means. */
@@ -61,7 +67,8 @@ const COMMANDS: Record<string, Command> = {
       appkey: opt('public appkey (default: generated)'),
       verified: flag('mark the merchant verified'),
     },
-    run: ({ deps }, v) => createMerchant(deps, { bid: v.bid, appname: v.name, appkey: v.appkey, verified: v.verified }),
+    run: ({ deps }, v) =>
+      createMerchant(deps, unchecked({ bid: v.bid, appname: v.name, appkey: v.appkey, verified: v.verified })),
   },
   'merchant:set': {
     summary:
@@ -71,7 +78,7 @@ const COMMANDS: Record<string, Command> = {
       key: opt(`one of: ${MERCHANT_SETTING_KEYS.join(', ')}`),
       value: opt('the new value'),
     },
-    run: ({ deps }, v) => setMerchantSetting(deps, { bid: v.bid, key: v.key, value: v.value }),
+    run: ({ deps }, v) => setMerchantSetting(deps, unchecked({ bid: v.bid, key: v.key, value: v.value })),
   },
   'agent:create': {
     summary: 'Create an agent of a merchant; prints the generated password when none is given.',
@@ -84,34 +91,37 @@ const COMMANDS: Record<string, Command> = {
       group: opt('agent group name (default: the merchant default group)'),
     },
     run: ({ deps }, v) =>
-      createAgent(deps, {
-        bid: v.bid,
-        username: v.username,
-        password: v.password,
-        nickname: v.nickname,
-        level: v.level,
-        group: v.group,
-      }),
+      createAgent(
+        deps,
+        unchecked({
+          bid: v.bid,
+          username: v.username,
+          password: v.password,
+          nickname: v.nickname,
+          level: v.level,
+          group: v.group,
+        }),
+      ),
   },
   'agent:disable': {
     summary: 'Disable an agent and end all its Sessions (its live subscriptions get session.ended).',
     options: { username: opt('login name') },
     run: async (ctx, v) => {
       noteEmbeddedSessions(ctx);
-      return disableAgent(ctx.deps, { username: v.username }, ctx.sessions);
+      return disableAgent(ctx.deps, unchecked({ username: v.username }), ctx.sessions);
     },
   },
   'agent:enable': {
     summary: 'Enable a disabled agent again.',
     options: { username: opt('login name') },
-    run: ({ deps }, v) => enableAgent(deps, { username: v.username }),
+    run: ({ deps }, v) => enableAgent(deps, unchecked({ username: v.username })),
   },
   'agent:password': {
     summary: 'Reset an agent password (generated and printed once when none is given) and end its Sessions.',
     options: { username: opt('login name'), password: opt('new password (default: generated)') },
     run: async (ctx, v) => {
       noteEmbeddedSessions(ctx);
-      return resetAgentPassword(ctx.deps, { username: v.username, password: v.password }, ctx.sessions);
+      return resetAgentPassword(ctx.deps, unchecked({ username: v.username, password: v.password }), ctx.sessions);
     },
   },
   'visitor-token:issue': {
@@ -123,12 +133,15 @@ const COMMANDS: Record<string, Command> = {
       lang: opt('language code, e.g. en or zh-CN'),
     },
     run: ({ deps }, v) =>
-      issueOperatorVisitorToken(deps, { appkey: v.appkey, userId: v['user-id'], nickname: v.nickname, lang: v.lang }),
+      issueOperatorVisitorToken(
+        deps,
+        unchecked({ appkey: v.appkey, userId: v['user-id'], nickname: v.nickname, lang: v.lang }),
+      ),
   },
   'visitor-token:revoke': {
     summary: 'Revoke a visitor token.',
     options: { token: opt('the visitor token') },
-    run: ({ deps }, v) => revokeOperatorVisitorToken(deps, { token: v.token }),
+    run: ({ deps }, v) => revokeOperatorVisitorToken(deps, unchecked({ token: v.token })),
   },
   'attachments:purge': {
     summary:
@@ -171,7 +184,7 @@ const COMMANDS: Record<string, Command> = {
           'without REDIS_URL an event published here reaches no server: set REDIS_URL, or pass --url of a running gateway (with INTERNAL_API_TOKEN)',
         );
       }
-      return publishTestEvent(ctx.deps, input);
+      return publishTestEvent(ctx.deps, unchecked(input));
     },
   },
 };

@@ -89,6 +89,8 @@ export const createAgentInput = z.object({
 });
 
 export const agentRef = z.object({ username });
+type AgentRef = z.input<typeof agentRef>;
+export const resetPasswordInput = agentRef.extend({ password: password.optional() });
 
 /** A password an operator hands over once: 16 URL-safe characters (96 bits). */
 const generatePassword = () => randomBytes(12).toString('base64url');
@@ -97,8 +99,8 @@ const generatePassword = () => randomBytes(12).toString('base64url');
  * Creates a merchant with its `Default` agent group. Returns the public appkey and the
  * identity secret (for signing identified visitors' `user_hash`), shown to the operator once.
  */
-export async function createMerchant(deps: Deps, raw: unknown) {
-  const input = parseInput(createMerchantInput, raw);
+export async function createMerchant(deps: Deps, given: z.input<typeof createMerchantInput>) {
+  const input = parseInput(createMerchantInput, given);
   const id = newId('m');
   const appkey = input.appkey ?? `${input.bid}-${newSecret(12)}`;
   const identitySecret = newSecret(32);
@@ -118,8 +120,8 @@ export async function createMerchant(deps: Deps, raw: unknown) {
  * appname), bumps `settings_version` in the same statement and announces the change: every
  * instance answers the new value from its next bootstrap (README "Configuration cache").
  */
-export async function setMerchantSetting(deps: Deps, raw: unknown) {
-  const input = parseInput(merchantSettingInput, raw);
+export async function setMerchantSetting(deps: Deps, given: z.input<typeof merchantSettingInput>) {
+  const input = parseInput(merchantSettingInput, given);
   const merchant = await merchantByBid(deps, input.bid);
   const set: Partial<Record<string, unknown>> = {};
   let value: string | number | null;
@@ -163,8 +165,8 @@ function integerSetting(key: string, raw: string, min: number, max: number): num
 }
 
 /** Creates an agent of a merchant; a password is generated (and returned once) when none is given. */
-export async function createAgent(deps: Deps, raw: unknown) {
-  const input = parseInput(createAgentInput, raw);
+export async function createAgent(deps: Deps, given: z.input<typeof createAgentInput>) {
+  const input = parseInput(createAgentInput, given);
   const merchant = await merchantByBid(deps, input.bid);
   const [group] = await deps.db
     .select({ id: agentGroups.id })
@@ -207,16 +209,16 @@ export async function createAgent(deps: Deps, raw: unknown) {
  * Disables an agent: it can no longer log in, and every Session it has is destroyed and
  * announced (`session.ended`, reason `disabled`) so its open subscriptions on every instance end.
  */
-export async function disableAgent(deps: Deps, raw: unknown, sessions: SessionTerminator) {
-  const agent = await findAgent(deps, raw);
+export async function disableAgent(deps: Deps, given: AgentRef, sessions: SessionTerminator) {
+  const agent = await findAgent(deps, parseInput(agentRef, given).username);
   await deps.db.update(agents).set({ disabled: true }).where(eq(agents.id, agent.id));
   const sessionsEnded = await endAgentSessions(deps, agent.id, sessions, 'disabled');
   return { agentId: agent.id, username: agent.username, disabled: true, sessionsEnded };
 }
 
 /** Enables a disabled agent again (its old Sessions stay ended). */
-export async function enableAgent(deps: Deps, raw: unknown) {
-  const agent = await findAgent(deps, raw);
+export async function enableAgent(deps: Deps, given: AgentRef) {
+  const agent = await findAgent(deps, parseInput(agentRef, given).username);
   await deps.db.update(agents).set({ disabled: false }).where(eq(agents.id, agent.id));
   return { agentId: agent.id, username: agent.username, disabled: false };
 }
@@ -225,9 +227,13 @@ export async function enableAgent(deps: Deps, raw: unknown) {
  * Sets a new password (generated and returned once when none is given) and ends the agent's
  * Sessions, so whoever knew the old one is logged out everywhere.
  */
-export async function resetAgentPassword(deps: Deps, raw: unknown, sessions: SessionTerminator) {
-  const input = parseInput(agentRef.extend({ password: password.optional() }), raw);
-  const agent = await findAgent(deps, { username: input.username });
+export async function resetAgentPassword(
+  deps: Deps,
+  given: z.input<typeof resetPasswordInput>,
+  sessions: SessionTerminator,
+) {
+  const input = parseInput(resetPasswordInput, given);
+  const agent = await findAgent(deps, input.username);
   const plain = input.password ?? generatePassword();
   await deps.db
     .update(agents)
@@ -248,8 +254,8 @@ export const operatorVisitorTokenInput = z.object({
  * Issues a visitor token as the merchant's own backend would: anonymous, or for `userId`
  * signed with the merchant's identity secret (the same uid every time).
  */
-export async function issueOperatorVisitorToken(deps: Deps, raw: unknown) {
-  const input = parseInput(operatorVisitorTokenInput, raw);
+export async function issueOperatorVisitorToken(deps: Deps, given: z.input<typeof operatorVisitorTokenInput>) {
+  const input = parseInput(operatorVisitorTokenInput, given);
   let userHash: string | undefined;
   if (input.userId !== undefined) {
     const [merchant] = await deps.db
@@ -267,15 +273,17 @@ export async function issueOperatorVisitorToken(deps: Deps, raw: unknown) {
   );
 }
 
+export const revokeTokenInput = z.object({ token: text(512) });
+
 /** Revokes a visitor token; `revoked` is false when no such token exists. */
-export async function revokeOperatorVisitorToken(deps: Deps, raw: unknown) {
-  const { token } = parseInput(z.object({ token: text(512) }), raw);
+export async function revokeOperatorVisitorToken(deps: Deps, given: z.input<typeof revokeTokenInput>) {
+  const { token } = parseInput(revokeTokenInput, given);
   return { revoked: await revokeVisitorToken(deps, token) };
 }
 
 /** Publishes an event on a channel, exactly as POST /internal/events does. */
-export async function publishTestEvent(deps: Deps, raw: unknown) {
-  const event = await publishEvent(deps, parseInput(publishEventInput, raw));
+export async function publishTestEvent(deps: Deps, given: z.input<typeof publishEventInput>) {
+  const event = await publishEvent(deps, parseInput(publishEventInput, given));
   return { id: event.id, channel: event.channel, event: event.event };
 }
 
@@ -285,14 +293,13 @@ async function merchantByBid(deps: Deps, value: string) {
   return merchant;
 }
 
-async function findAgent(deps: Deps, raw: unknown): Promise<Agent> {
-  const input = parseInput(agentRef, raw);
+async function findAgent(deps: Deps, name: string): Promise<Agent> {
   const [agent] = await deps.db
     .select()
     .from(agents)
-    .where(eq(sql`lower(${agents.username})`, input.username.toLowerCase()))
+    .where(eq(sql`lower(${agents.username})`, name.toLowerCase()))
     .limit(1);
-  if (!agent) throw new DomainError('NOT_FOUND', `No agent ${input.username}`);
+  if (!agent) throw new DomainError('NOT_FOUND', `No agent ${name}`);
   return agent;
 }
 

@@ -61,6 +61,9 @@ export const languageTag = z
   .max(35, 'must be at most 35 characters')
   .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,4}$/, 'must be a language code such as en or zh-CN');
 
+/** A boolean (the REST edge also reads `true`/`false`/`1`/`0` from a form). */
+export const flag = z.boolean({ invalid_type_error: 'must be true or false' });
+
 /** As `text`, and not empty or blank. */
 export const required = (max: number) =>
   z
@@ -79,23 +82,6 @@ export const loginInput = z.object({
 
 export const smsCaptchaInput = z.object({ mobile: required(20), captcha: required(16) });
 export const smsVerifyInput = z.object({ mobile: required(20), code: required(6) });
-
-/** `POST /visitor/token` fields (legacy snake_case), parsed into the domain's input. */
-export const visitorTokenInput = z
-  .object({
-    appkey: required(128),
-    user_id: text(128).optional(),
-    user_hash: text(128).optional(),
-    nickname: displayName(64).optional(),
-    lang: languageTag.optional(),
-  })
-  .transform((i) => ({
-    appkey: i.appkey,
-    userId: i.user_id,
-    userHash: i.user_hash,
-    nickname: i.nickname,
-    lang: i.lang,
-  }));
 
 export const channelName = required(200);
 export const eventId = z.string().regex(/^\d{1,16}-\d{1,16}$/, 'must be an event id such as 1700000000000-0');

@@ -21,7 +21,7 @@ import { type ConversationState, unreadForAgent, unreadForVisitor } from './conv
 import { decodeCursor, encodeCursor } from './cursors.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel, publish } from './events.js';
-import { parseInput, text } from './inputs.js';
+import { flag, parseInput, required, text } from './inputs.js';
 import { enqueueEvent, publishOutbox } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
@@ -39,13 +39,13 @@ export const TYPING_THROTTLE_SECONDS = 2;
 
 export type ChatViewer = AgentViewer | VisitorViewer;
 
-const id = text(64).refine((s) => s.trim().length > 0, 'is required');
+const id = required(64);
 const MESSAGE_TYPES = ['text', 'image', 'file', 'voice', 'video'] as const;
 
 export const sendInput = z
   .object({
     visitorId: id.optional(),
-    clientMsgId: text(64).refine((s) => s.trim().length > 0, 'is required'),
+    clientMsgId: required(64),
     type: z.enum(MESSAGE_TYPES).default('text'),
     content: text(MAX_TEXT).default(''),
     attachmentId: id.optional(),
@@ -66,8 +66,22 @@ export const historyInput = z.object({
   limit: z.number().int().min(1).max(MAX_PAGE).default(20),
 });
 
-export const readInput = z.object({ visitorId: id.optional(), seq: z.number().int().min(0) });
-export const typingInput = z.object({ visitorId: id.optional(), typing: z.boolean().default(true) });
+/** A seq is a 32-bit position. */
+export const readInput = z.object({
+  visitorId: id.optional(),
+  seq: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1),
+});
+export const typingInput = z.object({ visitorId: id.optional(), typing: flag.default(true) });
+
+/** `type` as any string: the schema refuses what a client may not send (GraphQL's MessageType includes `system`). */
+export type SendInput = Omit<z.input<typeof sendInput>, 'type'> & { type?: string };
+export type HistoryInput = z.input<typeof historyInput>;
+export type ReadInput = z.input<typeof readInput>;
+export type TypingInput = z.input<typeof typingInput>;
 
 export interface SendResult {
   message: MessageView;
@@ -135,8 +149,8 @@ function isDuplicateSend(error: unknown, depth = 0): boolean {
  * assign) when it has none, so writing after a close starts over; an agent into the active
  * conversation assigned to it. A repeated `clientMsgId` returns the stored message.
  */
-export async function sendMessage(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<SendResult> {
-  const input = parseInput(sendInput, raw);
+export async function sendMessage(deps: Deps, viewer: ChatViewer, given: SendInput): Promise<SendResult> {
+  const input = parseInput(sendInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const who = sender(viewer);
   // Before any database work: a flood is refused at the cost of a counter (retries count too).
@@ -280,8 +294,8 @@ export async function historyOnlyMine(deps: Deps, viewer: AgentViewer): Promise<
  * scrolling back); `after`: the `limit` just newer (to fill a `seq` hole). Under
  * `history_only_mine` an agent sees only the conversations it was assigned and the queued one.
  */
-export async function listMessages(deps: Deps, viewer: ChatViewer, raw: unknown = {}): Promise<MessagePage> {
-  const input = parseInput(historyInput, raw ?? {});
+export async function listMessages(deps: Deps, viewer: ChatViewer, given: HistoryInput = {}): Promise<MessagePage> {
+  const input = parseInput(historyInput, given);
   if (input.before && input.after) throw badInput('give before or after, not both');
   const visitorId = targetVisitor(viewer, input.visitorId);
   if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
@@ -354,8 +368,8 @@ async function currentConversation(deps: Deps, viewer: ChatViewer, visitorId: st
  * Marks the conversation read up to `seq` (capped at its last message; never backwards) and, when
  * the position moved, sends a `message.read` receipt to both sides.
  */
-export async function markRead(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<ReadResult> {
-  const input = parseInput(readInput, raw);
+export async function markRead(deps: Deps, viewer: ChatViewer, given: ReadInput): Promise<ReadResult> {
+  const input = parseInput(readInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const ctx = await currentConversation(deps, viewer, visitorId);
   const column = viewer.kind === 'visitor' ? conversations.visitorReadSeq : conversations.agentReadSeq;
@@ -413,8 +427,12 @@ export async function markRead(deps: Deps, viewer: ChatViewer, raw: unknown): Pr
  * each of `typing: true` and `typing: false` at most once per TYPING_THROTTLE_SECONDS per sender
  * and conversation (`published` false when throttled).
  */
-export async function setTyping(deps: Deps, viewer: ChatViewer, raw: unknown): Promise<{ published: boolean }> {
-  const input = parseInput(typingInput, raw ?? {});
+export async function setTyping(
+  deps: Deps,
+  viewer: ChatViewer,
+  given: TypingInput = {},
+): Promise<{ published: boolean }> {
+  const input = parseInput(typingInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const ctx: ConversationContext = await currentConversation(deps, viewer, visitorId);
   const c = ctx.conversation;

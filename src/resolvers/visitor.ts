@@ -1,11 +1,13 @@
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
 import { and, eq, gt, isNull, sql } from 'drizzle-orm';
+import { z } from 'zod';
 import { preparedQuery } from '../db/prepared.js';
 import { visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
 import { type BusinessHoursView, businessHoursAt } from './availability/business-hours.js';
+import { displayName, languageTag, parseInput, required, text } from './inputs.js';
 import { enqueueWebhookEvent } from './integration/webhooks/events.js';
 import { findMerchantByAppkey, merchantConfig, type UploadLimits, uploadLimitsOf } from './merchant.js';
 import { announceVisitorTokenRevoked } from './merchant-config.js';
@@ -132,15 +134,16 @@ export async function loadVisitorBootstrap(
 const asSwitch = (value: string | undefined): Switch | undefined =>
   value === 'on' || value === 'off' ? value : undefined;
 
-export interface VisitorTokenInput {
-  appkey: string;
+export const visitorTokenInput = z.object({
+  appkey: required(128),
   /** The merchant's own user id, for an identified visitor (with `userHash`). */
-  userId?: string;
+  userId: text(128).optional(),
   /** Hex HMAC-SHA256 of `userId` under the merchant's identity secret. */
-  userHash?: string;
-  nickname?: string;
-  lang?: string;
-}
+  userHash: text(128).optional(),
+  nickname: displayName(64).optional(),
+  lang: languageTag.optional(),
+});
+export type VisitorTokenInput = z.output<typeof visitorTokenInput>;
 
 export interface IssuedVisitorToken {
   token: string;
@@ -156,9 +159,10 @@ const TOKEN_LIMIT = { name: 'visitor-token-ip', points: 30, durationSeconds: 60 
  */
 export async function issueVisitorToken(
   deps: Deps,
-  input: VisitorTokenInput,
+  given: z.input<typeof visitorTokenInput>,
   clientIp: string,
 ): Promise<IssuedVisitorToken> {
+  const input = parseInput(visitorTokenInput, given);
   await deps
     .rateLimiter(TOKEN_LIMIT)
     .consume(clientIp, (wait) => `Too many visitor token requests, please wait ${wait} seconds`);

@@ -1,21 +1,4 @@
 import { z } from 'zod';
-import {
-  agentChatListInput,
-  agentConversationInput,
-  agentHistoryInput,
-  agentReadInput,
-  agentSendInput,
-  agentTypingInput,
-  chatAssignInput,
-  chatPinInput,
-  chatRateInput,
-  chatTransferInput,
-  chatUnpinInput,
-  visitorHistoryInput,
-  visitorReadInput,
-  visitorSendInput,
-  visitorTypingInput,
-} from '../resolvers/chat-inputs.js';
 import { claimConversation, pinConversation } from '../resolvers/conversations/agent-actions.js';
 import { closeConversation } from '../resolvers/conversations/closing.js';
 import { listConversations, loadConversation } from '../resolvers/conversations/queries.js';
@@ -33,6 +16,23 @@ import {
   sendMessage,
   setTyping,
 } from '../resolvers/messages.js';
+import {
+  agentChatListInput,
+  agentConversationInput,
+  agentHistoryInput,
+  agentReadInput,
+  agentSendInput,
+  agentTypingInput,
+  chatAssignInput,
+  chatPinInput,
+  chatRateInput,
+  chatTransferInput,
+  chatUnpinInput,
+  visitorHistoryInput,
+  visitorReadInput,
+  visitorSendInput,
+  visitorTypingInput,
+} from './chat-inputs.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /**

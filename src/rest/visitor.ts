@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
-import { visitorTokenInput } from '../resolvers/inputs.js';
 import {
   issueVisitorToken,
   loadVisitorBootstrap,
   revokeVisitorToken,
   type VisitorBootstrap,
+  visitorTokenInput,
 } from '../resolvers/visitor.js';
+import { legacyInput } from './legacy-input.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /** The legacy `/visitor/*` bootstrap and the visitor token endpoints. */
@@ -133,7 +134,13 @@ export const visitorEndpoints: AnyRoute[] = [
     summary: 'Issue a visitor token',
     description:
       'For the merchant of a public appkey: a new anonymous visitor, or with user_id and user_hash (hex HMAC-SHA256 of user_id under the merchant identity secret) the same identified visitor every time. Rate-limited per IP. Unknown appkey 1008, user_hash mismatch 1009.',
-    input: visitorTokenInput,
+    input: legacyInput(visitorTokenInput, {
+      appkey: 'appkey',
+      user_id: 'userId',
+      user_hash: 'userHash',
+      nickname: 'nickname',
+      lang: 'lang',
+    }),
     requestExample: { appkey: 'demo-appkey', nickname: 'Lily', lang: 'en' },
     output: z
       .object({

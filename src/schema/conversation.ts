@@ -6,9 +6,9 @@ import { type AssignResult, assignAgent } from '../resolvers/conversations/routi
 import { transferConversation } from '../resolvers/conversations/transfer.js';
 import type { ConversationView } from '../resolvers/conversations/view.js';
 import type { AgentBrief } from '../resolvers/event-catalog.js';
+import { chatViewer, defined } from './args.js';
 import { MessageLeftNoticeRef } from './availability.js';
 import { builder } from './builder.js';
-import { chatViewer, defined } from './chat-args.js';
 
 /**
  * Conversations in GraphQL: the same domain functions as the legacy REST endpoints (README

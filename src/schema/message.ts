@@ -10,8 +10,8 @@ import {
   sendMessage,
   setTyping,
 } from '../resolvers/messages.js';
+import { chatViewer, defined } from './args.js';
 import { builder } from './builder.js';
-import { chatViewer, defined } from './chat-args.js';
 import { ConversationStateEnum } from './conversation.js';
 
 /**

@@ -1,11 +1,11 @@
 import { DomainError } from '../errors.js';
-import { parseInput, visitorTokenInput } from '../resolvers/inputs.js';
 import {
   issueVisitorToken,
   loadVisitorBootstrap,
   revokeVisitorToken,
   type VisitorBootstrap,
 } from '../resolvers/visitor.js';
+import { defined } from './args.js';
 import { BusinessHours } from './availability.js';
 import { builder } from './builder.js';
 
@@ -154,16 +154,7 @@ builder.mutationField('issueVisitorToken', (t) =>
       nickname: t.arg.string({ description: 'Display nickname of a new visitor (default: `Visitor NNNN`).' }),
       lang: t.arg.string({ description: 'Language code of a new visitor such as `en` or `zh-CN` (default `en`).' }),
     },
-    resolve: async (_root, args, ctx) => {
-      const input = parseInput(visitorTokenInput, {
-        appkey: args.appkey,
-        user_id: args.userId ?? undefined,
-        user_hash: args.userHash ?? undefined,
-        nickname: args.nickname ?? undefined,
-        lang: args.lang ?? undefined,
-      });
-      return issueVisitorToken(ctx.deps, input, ctx.clientIp);
-    },
+    resolve: async (_root, args, ctx) => issueVisitorToken(ctx.deps, defined(args), ctx.clientIp),
   }),
 );
 

@@ -9,6 +9,7 @@ import {
   disableAgent,
   enableAgent,
   issueOperatorVisitorToken,
+  type MERCHANT_SETTING_KEYS,
   publishTestEvent,
   resetAgentPassword,
   revokeOperatorVisitorToken,
@@ -19,6 +20,9 @@ import { CONFIG_CHANNEL } from '../../src/resolvers/merchant-config.js';
 import { agentSessionsKey } from '../../src/resolvers/session.js';
 import { requireVisitor } from '../../src/resolvers/viewer.js';
 import { codeOf, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
+
+/** A key `merchant:set` accepts. */
+type SettingKey = (typeof MERCHANT_SETTING_KEYS)[number];
 
 let deps: TestDeps;
 let f: Factories;
@@ -143,7 +147,7 @@ describe('setMerchantSetting', () => {
 
   it('sets upload limits in whole bytes from 0 to 4 GiB', async () => {
     const m = await f.merchant();
-    const set = (key: string, value: string) => setMerchantSetting(deps, { bid: m.bid, key, value });
+    const set = (key: SettingKey, value: string) => setMerchantSetting(deps, { bid: m.bid, key, value });
     expect((await set('image_max_bytes', '1000')).value).toBe(1000);
     await set('file_max_bytes', '0');
     await set('video_max_bytes', String(4 * 1024 ** 3));
@@ -165,7 +169,7 @@ describe('setMerchantSetting', () => {
 
   it('sets the chat settings within their bounds', async () => {
     const m = await f.merchant();
-    const set = (key: string, value: string) => setMerchantSetting(deps, { bid: m.bid, key, value });
+    const set = (key: SettingKey, value: string) => setMerchantSetting(deps, { bid: m.bid, key, value });
     await set('max_concurrent_chats', '1');
     expect((await merchantRow(m.merchantId))?.maxConcurrentChats).toBe(1);
     await set('max_concurrent_chats', '1000');
@@ -197,7 +201,9 @@ describe('setMerchantSetting', () => {
       message: 'No merchant with bid nobody-here',
     });
     const m = await f.merchant();
-    expect(await codeOf(setMerchantSetting(deps, { bid: m.bid, key: 'paid', value: '1' }))).toBe('BAD_USER_INPUT');
+    expect(await codeOf(setMerchantSetting(deps, { bid: m.bid, key: 'paid' as never, value: '1' }))).toBe(
+      'BAD_USER_INPUT',
+    );
   });
 });
 
@@ -259,7 +265,7 @@ describe('createAgent', () => {
     await expect(
       createAgent(deps, { bid: m.bid, username: `x${unique()}`, password: 'p'.repeat(257) }),
     ).rejects.toMatchObject(badInput('password must be at most 256 characters'));
-    expect(await codeOf(createAgent(deps, { bid: m.bid, username: `x${unique()}`, level: 'root' }))).toBe(
+    expect(await codeOf(createAgent(deps, { bid: m.bid, username: `x${unique()}`, level: 'root' as never }))).toBe(
       'BAD_USER_INPUT',
     );
   });

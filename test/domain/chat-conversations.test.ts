@@ -393,7 +393,7 @@ describe('Listing', () => {
     const mine = await listConversations(deps, a, { scope: 'mine', first: 2 });
     expect(mine.nodes).toHaveLength(2);
     expect(mine.hasNextPage).toBe(true);
-    const rest = await listConversations(deps, a, { scope: 'mine', first: 2, after: mine.endCursor });
+    const rest = await listConversations(deps, a, { scope: 'mine', first: 2, after: mine.endCursor ?? undefined });
     expect(rest.nodes).toHaveLength(1);
     expect(rest.hasNextPage).toBe(false);
     const queue = await listConversations(deps, a, { scope: 'queue' });

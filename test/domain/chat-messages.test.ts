@@ -139,7 +139,7 @@ describe('Sending: exactly once, strictly ordered', () => {
       'BAD_USER_INPUT',
     );
     expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: 'c', type: 'image' }))).toBe('BAD_USER_INPUT');
-    expect(await codeOf(sendMessage(deps, visitor, { content: 'no key' }))).toBe('BAD_USER_INPUT');
+    expect(await codeOf(sendMessage(deps, visitor, { content: 'no key' } as never))).toBe('BAD_USER_INPUT');
     expect((await sendMessage(deps, visitor, { clientMsgId: 'd', content: 'x'.repeat(MAX_TEXT) })).message.seq).toBe(2);
   });
 

@@ -114,7 +114,7 @@ describe('Listing', () => {
     await f.online(a);
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push((await assignAgent(deps, await f.visitor(m))).conversationId);
-    const walk = async (viewer: typeof a, scope: string) => {
+    const walk = async (viewer: typeof a, scope: 'mine' | 'queue' | 'all') => {
       const seen: string[] = [];
       let after: string | undefined;
       for (let page = 0; page < 10; page++) {

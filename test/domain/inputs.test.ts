@@ -14,8 +14,8 @@ import {
   smsVerifyInput,
   text,
   UNSAFE_IN_NAMES,
-  visitorTokenInput,
 } from '../../src/resolvers/inputs.js';
+import { visitorTokenInput } from '../../src/resolvers/visitor.js';
 
 /** The BAD_USER_INPUT message parseInput gives for `raw`, or 'ok'. */
 function refusal(schema: z.ZodTypeAny, raw: unknown): string {
@@ -159,30 +159,24 @@ describe('The contracts of the operations', () => {
     expect(refusal(smsVerifyInput, { mobile: '13912345678', code: '' })).toBe('code is required');
   });
 
-  it('visitor token: legacy snake_case in, the domain’s camelCase out', () => {
+  it('visitor token: the domain’s camelCase fields and their rules', () => {
     expect(
       parseInput(visitorTokenInput, {
         appkey: 'key',
-        user_id: 'u1',
-        user_hash: 'h',
+        userId: 'u1',
+        userHash: 'h',
         nickname: 'Lily',
         lang: 'zh-CN',
       }),
     ).toEqual({ appkey: 'key', userId: 'u1', userHash: 'h', nickname: 'Lily', lang: 'zh-CN' });
-    expect(parseInput(visitorTokenInput, { appkey: 'key' })).toEqual({
-      appkey: 'key',
-      userId: undefined,
-      userHash: undefined,
-      nickname: undefined,
-      lang: undefined,
-    });
+    expect(parseInput(visitorTokenInput, { appkey: 'key' })).toEqual({ appkey: 'key' });
     expect(refusal(visitorTokenInput, {})).toBe('appkey is required');
     expect(refusal(visitorTokenInput, { appkey: 'k'.repeat(129) })).toBe('appkey must be at most 128 characters');
-    expect(refusal(visitorTokenInput, { appkey: 'k', user_id: 'u'.repeat(129) })).toBe(
-      'user_id must be at most 128 characters',
+    expect(refusal(visitorTokenInput, { appkey: 'k', userId: 'u'.repeat(129) })).toBe(
+      'userId must be at most 128 characters',
     );
-    expect(refusal(visitorTokenInput, { appkey: 'k', user_hash: 'h'.repeat(129) })).toBe(
-      'user_hash must be at most 128 characters',
+    expect(refusal(visitorTokenInput, { appkey: 'k', userHash: 'h'.repeat(129) })).toBe(
+      'userHash must be at most 128 characters',
     );
     expect(refusal(visitorTokenInput, { appkey: 'k', nickname: 'a\u202eb' })).toBe(
       'nickname must not contain control or bidirectional characters',

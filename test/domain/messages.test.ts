@@ -267,17 +267,17 @@ describe('History', () => {
     const newest = await listMessages(deps, visitor, { limit: 2 });
     expect(newest.messages.map((x) => x.content)).toEqual(['m4', 'm5']);
     expect(newest.hasMore).toBe(true);
-    const older = await listMessages(deps, visitor, { limit: 2, before: newest.startCursor });
+    const older = await listMessages(deps, visitor, { limit: 2, before: newest.startCursor ?? undefined });
     expect(older.messages.map((x) => x.content)).toEqual(['m2', 'm3']);
-    const oldest = await listMessages(deps, visitor, { limit: 5, before: older.startCursor });
+    const oldest = await listMessages(deps, visitor, { limit: 5, before: older.startCursor ?? undefined });
     expect(oldest.messages.map((x) => x.seq)).toEqual([1, 2]);
     expect(oldest.hasMore).toBe(false);
-    const forward = await listMessages(deps, visitor, { limit: 2, after: oldest.endCursor });
+    const forward = await listMessages(deps, visitor, { limit: 2, after: oldest.endCursor ?? undefined });
     expect(forward.messages.map((x) => x.content)).toEqual(['m2', 'm3']);
     expect(forward.hasMore).toBe(true);
     expect((await listMessages(deps, visitor, { limit: 10, after: '4' })).messages.map((x) => x.seq)).toEqual([5, 6]);
     expect((await listMessages(deps, visitor, { limit: 2, before: '3' })).messages.map((x) => x.seq)).toEqual([1, 2]);
-    const none = await listMessages(deps, visitor, { after: newest.endCursor });
+    const none = await listMessages(deps, visitor, { after: newest.endCursor ?? undefined });
     expect(none).toEqual({ messages: [], hasMore: false, startCursor: null, endCursor: null });
     expect(await codeOf(listMessages(deps, visitor, { before: '1', after: '2' }))).toBe(
       'BAD_USER_INPUT: give before or after, not both',
@@ -401,7 +401,7 @@ describe('History', () => {
     const walked = all.messages.slice(0, 1);
     let cursor = all.startCursor;
     for (let pages = 0; pages < all.messages.length; pages++) {
-      const page = await listMessages(deps, visitor, { after: cursor, limit: 2 });
+      const page = await listMessages(deps, visitor, { after: cursor ?? undefined, limit: 2 });
       walked.push(...page.messages);
       if (!page.hasMore) break;
       cursor = page.endCursor;

@@ -3,21 +3,22 @@ import { z } from 'zod';
 import { agents, conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
-import { parseInput } from '../inputs.js';
+import { flag, parseInput } from '../inputs.js';
 import { publishOutbox } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
-import { id, requireMine, requireOpen, visitorRef } from './context.js';
+import { id, requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
 import { assignInTx } from './routing.js';
 import { type ConversationView, viewOf } from './view.js';
 
 /** An agent's own actions on a conversation: claim a queued one, pin an active one. */
 
-export const pinInput = z.object({ visitorId: id, pinned: z.boolean().default(true) });
+export const pinInput = z.object({ visitorId: id, pinned: flag.default(true) });
+export type PinInput = z.input<typeof pinInput>;
 
 /** An agent takes a queued conversation; of two agents claiming one, exactly one wins. */
-export async function claimConversation(deps: Deps, viewer: AgentViewer, raw: unknown): Promise<ConversationView> {
+export async function claimConversation(deps: Deps, viewer: AgentViewer, given: VisitorRef): Promise<ConversationView> {
   requireOnlineReception(viewer);
-  const { visitorId } = parseInput(visitorRef, raw);
+  const { visitorId } = parseInput(visitorRef, given);
   const now = deps.now();
   const conversationId = await deps.db.transaction(async (tx) => {
     const [agent] = await tx.select().from(agents).where(eq(agents.id, viewer.agentId)).for('update');
@@ -34,9 +35,9 @@ export async function claimConversation(deps: Deps, viewer: AgentViewer, raw: un
 }
 
 /** Pins (`pinned` true, the default) or unpins an active conversation of the agent. */
-export async function pinConversation(deps: Deps, viewer: AgentViewer, raw: unknown): Promise<ConversationView> {
+export async function pinConversation(deps: Deps, viewer: AgentViewer, given: PinInput): Promise<ConversationView> {
   requireOnlineReception(viewer);
-  const input = parseInput(pinInput, raw);
+  const input = parseInput(pinInput, given);
   const conversationId = await deps.db.transaction(async (tx) => {
     const ctx = await requireOpen(tx, viewer.merchantId, input.visitorId);
     requireMine(viewer, ctx);

@@ -8,7 +8,7 @@ import { parseInput } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
-import { requireMine, requireOpen, visitorRef } from './context.js';
+import { requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
 import { drainQueueQuietly } from './routing.js';
 import { type ConversationView, viewOf } from './view.js';
 
@@ -24,12 +24,12 @@ export type ClosedBy = 'visitor' | 'agent' | 'idle';
 export async function closeConversation(
   deps: Deps,
   viewer: AgentViewer | VisitorViewer,
-  raw: unknown = {},
+  given: Partial<VisitorRef> = {},
 ): Promise<ConversationView> {
   let visitorId: string;
   if (viewer.kind === 'agent') {
     requireOnlineReception(viewer);
-    visitorId = parseInput(visitorRef, raw).visitorId;
+    visitorId = parseInput(visitorRef, given).visitorId;
   } else {
     visitorId = viewer.visitorId;
     await chargeConversationClosed(deps, viewer);

@@ -1,14 +1,16 @@
 import { z } from 'zod';
 import { DomainError } from '../../errors.js';
 import { type ConversationContext, openConversation, requireMerchantVisitor } from '../chat-rows.js';
-import { text } from '../inputs.js';
+import { required } from '../inputs.js';
 import type { Tx } from '../outbox.js';
 import type { AgentViewer } from '../viewer.js';
 
 /** What the conversation operations share: the id rule, the visitor an agent names, the open conversation it acts on. */
 
-export const id = text(64).refine((s) => s.trim().length > 0, 'is required');
+export const id = required(64);
+/** The visitor an agent names (`claimConversation`, `closeConversation`, `loadConversation`). */
 export const visitorRef = z.object({ visitorId: id });
+export type VisitorRef = z.input<typeof visitorRef>;
 
 /** The open conversation of a visitor of the merchant, locked; CONVERSATION_CLOSED when there is none. */
 export async function requireOpen(tx: Tx, merchantId: string, visitorId: string) {

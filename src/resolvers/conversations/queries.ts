@@ -7,7 +7,7 @@ import { latestConversation, openConversation, requireMerchantVisitor } from '..
 import { decodeCursor, encodeCursor } from '../cursors.js';
 import { parseInput, text } from '../inputs.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
-import { id, visitorRef } from './context.js';
+import { id, type VisitorRef, visitorRef } from './context.js';
 import { type ConversationView, selectViews, toView, viewOf } from './view.js';
 
 /** Reading conversations: a visitor's conversation, and the agents' pages of them. */
@@ -19,6 +19,7 @@ export const listInput = z.object({
   /** Only conversations carrying this label of the merchant (docs/desk.md "Labels"). */
   labelId: id.optional(),
 });
+export type ListInput = z.input<typeof listInput>;
 
 /**
  * The conversation of a visitor: its open one, else its latest (closed) one; null when it never
@@ -27,12 +28,12 @@ export const listInput = z.object({
 export async function loadConversation(
   deps: Deps,
   viewer: AgentViewer | VisitorViewer,
-  raw: { visitorId?: string } = {},
+  given: Partial<VisitorRef> = {},
 ): Promise<ConversationView | null> {
   let visitorId: string;
   if (viewer.kind === 'agent') {
     requireOnlineReception(viewer);
-    visitorId = parseInput(visitorRef, raw).visitorId;
+    visitorId = parseInput(visitorRef, given).visitorId;
     await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   } else visitorId = viewer.visitorId;
   const ctx =
@@ -88,9 +89,9 @@ function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: s
  * first), `queue` (queued ones, oldest first: the order they are served in) or `all` (every
  * conversation, newest first; administrators only). `after` is the `endCursor` of the previous page.
  */
-export async function listConversations(deps: Deps, viewer: AgentViewer, raw: unknown) {
+export async function listConversations(deps: Deps, viewer: AgentViewer, given: ListInput = {}) {
   requireOnlineReception(viewer);
-  const input = parseInput(listInput, raw ?? {});
+  const input = parseInput(listInput, given);
   if (input.scope === 'all' && viewer.level !== 'admin')
     throw new DomainError('FORBIDDEN', 'scope all is for administrators');
   const { where, order, key } = planList(viewer, input.scope, input.after);

@@ -4,7 +4,7 @@ import { conversations, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
-import { parseInput, text } from '../inputs.js';
+import { flag, parseInput, text } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { publishOutbox } from '../outbox.js';
 import type { VisitorViewer } from '../viewer.js';
@@ -14,17 +14,18 @@ import { type ConversationView, viewOf } from './view.js';
 export const rateInput = z.object({
   conversationId: id.optional(),
   score: z.number().int().min(1).max(5),
-  resolved: z.boolean().optional(),
+  resolved: flag.optional(),
   comment: text(1000).optional(),
 });
+export type RateInput = z.input<typeof rateInput>;
 
 /**
  * The visitor rates a closed conversation (its latest one unless `conversationId` is given),
  * once, while the merchant's `session_invite_rating` (or, for `resolved` alone,
  * `session_invite_resolved`) switch is on.
  */
-export async function rateConversation(deps: Deps, viewer: VisitorViewer, raw: unknown): Promise<ConversationView> {
-  const input = parseInput(rateInput, raw);
+export async function rateConversation(deps: Deps, viewer: VisitorViewer, given: RateInput): Promise<ConversationView> {
+  const input = parseInput(rateInput, given);
   const [merchant] = await deps.db
     .select({ switches: merchants.switches })
     .from(merchants)

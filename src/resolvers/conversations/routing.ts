@@ -34,13 +34,14 @@ export interface AssignResult {
 }
 
 export const assignInput = z.object({ groupId: id.optional(), agentId: id.optional() });
+export type AssignInput = z.input<typeof assignInput>;
 
 /**
  * The spec's step 2: the visitor's open conversation (idempotent: never a second one), or a new
  * one that joins its group's queue and is routed at once when an agent is available.
  */
-export async function assignAgent(deps: Deps, viewer: VisitorViewer, raw: unknown = {}): Promise<AssignResult> {
-  const input = parseInput(assignInput, raw ?? {});
+export async function assignAgent(deps: Deps, viewer: VisitorViewer, given: AssignInput = {}): Promise<AssignResult> {
+  const input = parseInput(assignInput, given);
   const existing = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (existing) return assignResult(deps, existing.conversation.id);
   await chargeConversationOpened(deps, viewer);

@@ -17,6 +17,7 @@ import { type ConversationView, viewOf } from './view.js';
 export const transferInput = z
   .object({ visitorId: id, toAgentId: id.optional(), groupId: id.optional() })
   .refine((i) => !(i.toAgentId && i.groupId), 'give either toAgentId or groupId, not both');
+export type TransferInput = z.input<typeof transferInput>;
 
 /** The agent a conversation is handed to: of the merchant, not the caller, and online. */
 async function transferTarget(deps: Deps, viewer: AgentViewer, toAgentId: string): Promise<Agent> {
@@ -37,9 +38,13 @@ async function transferTarget(deps: Deps, viewer: AgentViewer, toAgentId: string
  * offline, busy or away), or back to a group's queue (`groupId`, or its own group when neither
  * is given), where routing serves it like any other.
  */
-export async function transferConversation(deps: Deps, viewer: AgentViewer, raw: unknown): Promise<ConversationView> {
+export async function transferConversation(
+  deps: Deps,
+  viewer: AgentViewer,
+  given: TransferInput,
+): Promise<ConversationView> {
   requireOnlineReception(viewer);
-  const input = parseInput(transferInput, raw);
+  const input = parseInput(transferInput, given);
   const now = deps.now();
   const target = input.toAgentId ? await transferTarget(deps, viewer, input.toAgentId) : undefined;
   const groupId = input.groupId ? await groupFor(deps, viewer.merchantId, input.groupId) : undefined;

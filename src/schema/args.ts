@@ -1,8 +1,8 @@
 import type { GraphQLContext } from './builder.js';
 
 /**
- * What the chat's GraphQL files (conversation.ts, message.ts) share. Fields that both sides use
- * act for whoever calls: a request with a visitor bearer token is the visitor (its own
+ * What the GraphQL fields share: GraphQL arguments as the domain's typed input (`defined`), and
+ * the chat's caller (`chatViewer`). Chat fields that both sides use act for whoever calls: a request with a visitor bearer token is the visitor (its own
  * conversation), otherwise the agent of the Session, who names the visitor.
  */
 

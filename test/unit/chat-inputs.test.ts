@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.js';
+import { parseInput } from '../../src/resolvers/inputs.js';
+import { MAX_PAGE, MAX_TEXT } from '../../src/resolvers/messages.js';
 import {
   agentChatListInput,
   agentConversationInput,
@@ -16,9 +18,7 @@ import {
   visitorReadInput,
   visitorSendInput,
   visitorTypingInput,
-} from '../../src/resolvers/chat-inputs.js';
-import { parseInput } from '../../src/resolvers/inputs.js';
-import { MAX_PAGE, MAX_TEXT } from '../../src/resolvers/messages.js';
+} from '../../src/rest/chat-inputs.js';
 
 /**
  * The chat's legacy REST inputs (docs/chat.md): snake_case form values, integers and booleans
