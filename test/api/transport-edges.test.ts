@@ -43,11 +43,15 @@ async function pusherSocket() {
   const established = await raw.next('pusher:connection_established');
   const socketId = (established.data as { socket_id: string }).socket_id;
   /** The first message of `event` on `channel`. */
-  const on = (event: string, channel: string) =>
-    eventually(() => raw.messages.find((m) => m.event === event && m.channel === channel), `${event} on ${channel}`);
+  type Message = (typeof raw.messages)[number];
+  const on = async (event: string, channel: string): Promise<Message> =>
+    (await eventually(
+      () => raw.messages.find((m) => m.event === event && m.channel === channel),
+      `${event} on ${channel}`,
+    )) as Message;
   /** Whether `channel` was answered (succeeded or refused) yet. */
-  const answer = (channel: string) =>
-    eventually(
+  const answer = async (channel: string): Promise<Message> =>
+    (await eventually(
       () =>
         raw.messages.find(
           (m) =>
@@ -55,7 +59,7 @@ async function pusherSocket() {
             (m.event === 'pusher_internal:subscription_succeeded' || m.event === 'pusher:subscription_error'),
         ),
       `an answer on ${channel}`,
-    );
+    )) as Message;
   return { ...raw, socketId, on, answer };
 }
 
