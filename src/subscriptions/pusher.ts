@@ -1,13 +1,11 @@
 import type { IncomingMessage } from 'node:http';
-import { type WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
 import { classifyError } from '../errors.js';
-import { verifyWebSocketOrigin } from '../http/origins.js';
 import type { SessionLayer } from '../http/session.js';
 import { findMerchantByAppkey } from '../resolvers/merchant.js';
 import { type Connection, type ConnectionCore, type ConnectionEnd, ConnectionRefused } from './connection.js';
 import type { Fanout } from './fanout.js';
-import { MAX_WS_PAYLOAD_BYTES } from './limits.js';
 import {
   ACTIVITY_TIMEOUT_SECONDS,
   type PusherApp,
@@ -16,6 +14,7 @@ import {
   type PusherServices,
 } from './pusher-connection.js';
 import { closeEverySocket, type HeldSocket } from './shutdown.js';
+import { socketServer } from './socket-server.js';
 
 /**
  * The Pusher Channels protocol, version 7, at `/app/{appkey}` on the HTTP port: the real-time
@@ -46,12 +45,7 @@ export function createPusherServer(
   core: ConnectionCore,
   fanout: Fanout,
 ) {
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: MAX_WS_PAYLOAD_BYTES,
-    perMessageDeflate: false,
-    verifyClient: verifyWebSocketOrigin(deps.config),
-  });
+  const wss = socketServer(deps.config);
   const shared: PusherServices = { deps, sessions, core, fanout };
   const held = new Map<WebSocket, HeldSocket>();
   wss.on('connection', (socket: WebSocket, request: IncomingMessage) => {

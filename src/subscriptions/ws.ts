@@ -10,10 +10,9 @@ import {
   type ValidationRule,
 } from 'graphql';
 import { CloseCode, handleProtocols, makeServer, type ServerOptions } from 'graphql-ws';
-import { type WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
 import { DomainError, graphqlCodeOf } from '../errors.js';
-import { verifyWebSocketOrigin } from '../http/origins.js';
 import { wsAddressFor } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
 import { describeOperation } from '../observability/graphql.js';
@@ -23,8 +22,9 @@ import { wsCloseCodeOf } from './close-codes.js';
 import { type Connection, type ConnectionCore, ConnectionRefused } from './connection.js';
 import type { Fanout } from './fanout.js';
 import { createKeepAlive } from './keepalive.js';
-import { MAX_BUFFERED_BYTES, MAX_WS_PAYLOAD_BYTES } from './limits.js';
+import { MAX_BUFFERED_BYTES } from './limits.js';
 import { closeEverySocket } from './shutdown.js';
+import { socketServer } from './socket-server.js';
 import { type Extra, GraphqlWsConnection, SLOW_REASON, type SocketContext } from './ws-connection.js';
 import { presentedIdentity } from './ws-identity.js';
 import { documentFormatKeys, graphqlFormat, OperationHandle } from './ws-operation.js';
@@ -74,12 +74,7 @@ export function createSubscriptionServer(
   core: ConnectionCore,
   fanout: Fanout,
 ) {
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: MAX_WS_PAYLOAD_BYTES,
-    perMessageDeflate: false,
-    verifyClient: verifyWebSocketOrigin(deps.config),
-  });
+  const wss = socketServer(deps.config);
   const shared: Shared = {
     deps,
     yoga,
