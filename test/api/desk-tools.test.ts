@@ -1,4 +1,6 @@
+import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditLog } from '../../src/db/schema.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { closeAllSockets, connectSocket, eventually } from '../support/ws.js';
@@ -158,6 +160,8 @@ describe('internal notes never reach the visitor', () => {
   });
 });
 
+type Node = { visitorId: string; labels: { name: string }[] };
+
 /** A send answer without its send-only fields: the shape of a history row. */
 const strip = ({ conversation_state: _s, duplicate: _d, ...m }: Record<string, unknown>) => m;
 
@@ -242,5 +246,76 @@ describe('canned responses and labels through REST and GraphQL', () => {
       json: { id: label.body.data.id },
     });
     expect(refused.body.code).toBe(1403);
+  });
+
+  it('a page of conversations loads the labels of all its conversations in one query, each its own', async () => {
+    const first = await chatWithAlice();
+    const second = await chatWithAlice();
+    const alice = first.alice;
+    const make = async (name: string) =>
+      (await alice.client.json('/agent/label/create', { method: 'POST', json: { name } })).body.data;
+    const a = await make(`a-${Date.now().toString(36)}`);
+    const b = await make(`b-${Date.now().toString(36)}`);
+    await alice.client.json('/agent/label/add', { method: 'POST', json: { visitor_id: first.v.uid, label_id: a.id } });
+    await alice.client.json('/agent/label/add', { method: 'POST', json: { visitor_id: second.v.uid, label_id: a.id } });
+    await alice.client.json('/agent/label/add', { method: 'POST', json: { visitor_id: second.v.uid, label_id: b.id } });
+    const statements: string[] = [];
+    const stop = t.app.deps.database.onQuery((sql) => statements.push(sql));
+    let page: Awaited<ReturnType<typeof alice.client.graphql<{ conversations: { nodes: Node[] } }>>>;
+    try {
+      page = await alice.client.graphql<{ conversations: { nodes: Node[] } }>(
+        'query($l: String) { conversations(scope: mine, first: 100, labelId: $l) { nodes { visitorId labels { name } } } }',
+        { l: a.id },
+        { token: alice.token },
+      );
+    } finally {
+      stop();
+    }
+    expect(page.body.errors).toBeUndefined();
+    const byVisitor = Object.fromEntries(
+      (page.body.data?.conversations.nodes ?? []).map((n) => [n.visitorId, n.labels.map((l) => l.name)]),
+    );
+    expect(byVisitor).toEqual({ [first.v.uid]: [a.name], [second.v.uid]: [a.name, b.name] });
+    expect(statements.filter((q) => q.includes('"conversation_labels"') && !q.includes('exists'))).toHaveLength(1);
+  });
+
+  it('the demo admin ada manages the merchant’s responses over REST; alice inserts them; each change is audited', async () => {
+    const ada = await agentSession(t.url, 'ada');
+    const alice = await agentSession(t.url, 'alice');
+    const shortcut = `hours${Date.now().toString(36)}`;
+    const created = await ada.client.json('/agent/canned/create', {
+      method: 'POST',
+      json: { shortcut, content: 'We answer 9:00–18:00.', scope: 'merchant' },
+    });
+    expect(created.body).toMatchObject({ code: 0, data: { scope: 'merchant', agent_id: null, shortcut } });
+    const seen = await alice.client.json(`/agent/canned/list?search=${shortcut}`);
+    expect(seen.body.data.list).toEqual([created.body.data]);
+    const updated = await ada.client.json('/agent/canned/update', {
+      method: 'POST',
+      form: { id: created.body.data.id, content: 'We answer 8:00–20:00.' },
+    });
+    expect(updated.body.data).toMatchObject({ id: created.body.data.id, content: 'We answer 8:00–20:00.' });
+    const byAlice = await alice.client.json('/agent/canned/delete', {
+      method: 'POST',
+      json: { id: created.body.data.id },
+    });
+    expect(byAlice.body.code).toBe(1403);
+    await ada.client.json('/agent/canned/delete', { method: 'POST', json: { id: created.body.data.id } });
+    const audit = await t.app.deps.db
+      .select()
+      .from(auditLog)
+      .where(eq(auditLog.targetId, created.body.data.id))
+      .orderBy(asc(auditLog.id));
+    expect(audit.map((r) => [r.action, r.actorId, r.before, r.after])).toEqual([
+      ['canned_response.created', 'a_ada', null, { shortcut, content: 'We answer 9:00–18:00.' }],
+      [
+        'canned_response.updated',
+        'a_ada',
+        { shortcut, content: 'We answer 9:00–18:00.' },
+        { shortcut, content: 'We answer 8:00–20:00.' },
+      ],
+      ['canned_response.deleted', 'a_ada', { shortcut, content: 'We answer 8:00–20:00.' }, null],
+    ]);
+    expect(audit.every((r) => typeof r.clientAddress === 'string' && r.clientAddress.length > 0)).toBe(true);
   });
 });

@@ -9,7 +9,7 @@ import {
   MAX_LABEL_NAME,
   unlabelConversation,
 } from '../../resolvers/desk/labels.js';
-import { builder } from '../builder.js';
+import { builder, type GraphQLContext } from '../builder.js';
 import { Conversation } from '../conversation.js';
 
 /** Labels in GraphQL: the domain of src/resolvers/desk/labels.ts (docs/desk.md). */
@@ -99,6 +99,44 @@ builder.mutationField('unlabelConversation', (t) =>
   }),
 );
 
+/**
+ * One query for the labels of every conversation an operation resolves (a page of `conversations`
+ * asks for up to 100): the ids asked for before the next turn of the event loop are loaded
+ * together, per operation (its context).
+ */
+interface LabelBatch {
+  merchantId: string;
+  waiting: Map<string, { resolve(labels: LabelView[]): void; reject(error: unknown): void }[]>;
+}
+const labelBatches = new WeakMap<GraphQLContext, LabelBatch>();
+
+function labelsOf(ctx: GraphQLContext, merchantId: string, conversationId: string): Promise<LabelView[]> {
+  let batch = labelBatches.get(ctx);
+  if (!batch || batch.merchantId !== merchantId) {
+    const fresh: LabelBatch = { merchantId, waiting: new Map() };
+    batch = fresh;
+    labelBatches.set(ctx, fresh);
+    // After every resolver of this turn has asked (each awaits the viewer first).
+    setImmediate(() => {
+      if (labelBatches.get(ctx) === fresh) labelBatches.delete(ctx);
+      labelsOfConversations(ctx.deps, merchantId, [...fresh.waiting.keys()]).then(
+        (found) => {
+          for (const [id, waiters] of fresh.waiting) for (const w of waiters) w.resolve(found.get(id) ?? []);
+        },
+        (error) => {
+          for (const waiters of fresh.waiting.values()) for (const w of waiters) w.reject(error);
+        },
+      );
+    });
+  }
+  const waiting = batch.waiting;
+  return new Promise((resolve, reject) => {
+    const waiters = waiting.get(conversationId) ?? [];
+    waiters.push({ resolve, reject });
+    waiting.set(conversationId, waiters);
+  });
+}
+
 builder.objectField(Conversation, 'labels', (t) =>
   t.field({
     type: [Label],
@@ -107,7 +145,7 @@ builder.objectField(Conversation, 'labels', (t) =>
       // A visitor never sees the desk's labels.
       if (ctx.identity === 'visitor') return [];
       const viewer = await ctx.agent();
-      return (await labelsOfConversations(ctx.deps, viewer.merchantId, [c.conversationId])).get(c.conversationId) ?? [];
+      return labelsOf(ctx, viewer.merchantId, c.conversationId);
     },
   }),
 );
