@@ -101,39 +101,34 @@ builder.mutationField('unlabelConversation', (t) =>
 
 /**
  * One query for the labels of every conversation an operation resolves (a page of `conversations`
- * asks for up to 100): the ids asked for before the next turn of the event loop are loaded
- * together, per operation (its context).
+ * asks for up to 100): graphql-js calls the `labels` resolvers of a list's items in one go, so
+ * the ids asked for before the next turn of the event loop are loaded together, per operation.
+ * The ids are collected before anything is awaited: a resolver that awaited the viewer first
+ * would ask after the batch was sent.
  */
-interface LabelBatch {
-  merchantId: string;
-  waiting: Map<string, { resolve(labels: LabelView[]): void; reject(error: unknown): void }[]>;
-}
-const labelBatches = new WeakMap<GraphQLContext, LabelBatch>();
+type LabelWaiter = { resolve(labels: LabelView[]): void; reject(error: unknown): void };
+const labelBatches = new WeakMap<GraphQLContext, Map<string, LabelWaiter[]>>();
 
-function labelsOf(ctx: GraphQLContext, merchantId: string, conversationId: string): Promise<LabelView[]> {
-  let batch = labelBatches.get(ctx);
-  if (!batch || batch.merchantId !== merchantId) {
-    const fresh: LabelBatch = { merchantId, waiting: new Map() };
-    batch = fresh;
-    labelBatches.set(ctx, fresh);
-    // After every resolver of this turn has asked (each awaits the viewer first).
-    setImmediate(() => {
-      if (labelBatches.get(ctx) === fresh) labelBatches.delete(ctx);
-      labelsOfConversations(ctx.deps, merchantId, [...fresh.waiting.keys()]).then(
-        (found) => {
-          for (const [id, waiters] of fresh.waiting) for (const w of waiters) w.resolve(found.get(id) ?? []);
-        },
-        (error) => {
-          for (const waiters of fresh.waiting.values()) for (const w of waiters) w.reject(error);
-        },
-      );
+function labelsOf(ctx: GraphQLContext, conversationId: string): Promise<LabelView[]> {
+  let waiting = labelBatches.get(ctx);
+  if (!waiting) {
+    const batch = new Map<string, LabelWaiter[]>();
+    waiting = batch;
+    labelBatches.set(ctx, batch);
+    setImmediate(async () => {
+      labelBatches.delete(ctx);
+      try {
+        const viewer = await ctx.agent();
+        const found = await labelsOfConversations(ctx.deps, viewer.merchantId, [...batch.keys()]);
+        for (const [id, waiters] of batch) for (const w of waiters) w.resolve(found.get(id) ?? []);
+      } catch (error) {
+        for (const waiters of batch.values()) for (const w of waiters) w.reject(error);
+      }
     });
   }
-  const waiting = batch.waiting;
+  const batch = waiting;
   return new Promise((resolve, reject) => {
-    const waiters = waiting.get(conversationId) ?? [];
-    waiters.push({ resolve, reject });
-    waiting.set(conversationId, waiters);
+    batch.set(conversationId, [...(batch.get(conversationId) ?? []), { resolve, reject }]);
   });
 }
 
@@ -141,11 +136,7 @@ builder.objectField(Conversation, 'labels', (t) =>
   t.field({
     type: [Label],
     description: 'The labels agents put on it, by name (agents; empty for a visitor).',
-    resolve: async (c, _args, ctx) => {
-      // A visitor never sees the desk's labels.
-      if (ctx.identity === 'visitor') return [];
-      const viewer = await ctx.agent();
-      return labelsOf(ctx, viewer.merchantId, c.conversationId);
-    },
+    // A visitor never sees the desk's labels.
+    resolve: (c, _args, ctx) => (ctx.identity === 'visitor' ? [] : labelsOf(ctx, c.conversationId)),
   }),
 );
