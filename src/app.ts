@@ -1,9 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { buildDeps } from './compose.js';
 import type { Config } from './config.js';
 import type { Database } from './db/client.js';
-import { buildDeps, type Deps } from './deps.js';
+import type { Deps } from './deps.js';
 import { DomainError, serviceUnavailable } from './errors.js';
 import { cappedRawBody, declaredBodyCap } from './http/body-limit.js';
 import { limitServer, serverOptions } from './http/connections.js';

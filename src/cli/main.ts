@@ -1,6 +1,6 @@
 import { promisify } from 'node:util';
+import { buildDeps } from '../compose.js';
 import { ConfigError, loadConfig } from '../config.js';
-import { buildDeps } from '../deps.js';
 import { createSessionLayer } from '../http/session.js';
 import { createLogger } from '../log.js';
 import type { SessionTerminator } from '../resolvers/admin.js';

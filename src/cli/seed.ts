@@ -1,5 +1,5 @@
+import { buildDeps } from '../compose.js';
 import { ConfigError, loadConfig } from '../config.js';
-import { buildDeps } from '../deps.js';
 import { createLogger } from '../log.js';
 import { loadDemoData } from '../resolvers/demo.js';
 

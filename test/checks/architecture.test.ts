@@ -13,8 +13,8 @@ const SRC = join(ROOT, 'src');
 
 /** Packages of the protocol adapters: the domain layer must not know HTTP, GraphQL or WebSockets. */
 const ADAPTER_PACKAGES = /^(express|express-session|graphql|graphql-yoga|ws|graphql-ws|@pothos\/[^/]+)(\/.*)?$/;
-/** The adapters and the composition root (src/app.ts, src/main.ts, src/cli.ts) sit above the domain layer. */
-const ADAPTER_FOLDERS = ['schema', 'rest', 'http', 'subscriptions', 'pages', 'cli', 'app', 'main'];
+/** The adapters and the composition root (src/app.ts, src/main.ts, src/cli.ts, src/compose.ts: buildDeps) sit above the domain layer. */
+const ADAPTER_FOLDERS = ['schema', 'rest', 'http', 'subscriptions', 'pages', 'cli', 'app', 'main', 'compose'];
 
 const sourceFiles = (folder: string): string[] =>
   readdirSync(join(SRC, folder), { recursive: true, encoding: 'utf8' })

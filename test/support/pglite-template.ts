@@ -3,9 +3,9 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
+import { buildDeps } from '../../src/compose.js';
 import { loadConfig } from '../../src/config.js';
 import { type Database, pgliteDatabase } from '../../src/db/client.js';
-import { buildDeps } from '../../src/deps.js';
 import { createLogger } from '../../src/log.js';
 import { loadDemoDataIfEmpty } from '../../src/resolvers/demo.js';
 
