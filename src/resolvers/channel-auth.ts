@@ -4,7 +4,7 @@ import { merchants, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { authorizeChannel, type ChannelViewer } from './channels.js';
-import { hashToken, type VisitorViewer } from './viewer.js';
+import type { VisitorViewer } from './viewer.js';
 
 /**
  * Channel authorization for the Pusher protocol (docs/realtime.md "Pusher protocol"): the
@@ -22,7 +22,8 @@ const SOCKET_ID = /^\d{1,16}\.\d{1,16}$/;
 const GRANT_TTL_SECONDS = 120;
 
 /** The identity a signature was issued to, kept server-side until the subscription arrives. */
-export type ChannelGrant = { kind: 'agent'; sessionId: string } | { kind: 'visitor'; bearer: string };
+/** A visitor's grant holds its token's SHA-256 (`hashToken`), never the token (issue 27, row 9). */
+export type ChannelGrant = { kind: 'agent'; sessionId: string } | { kind: 'visitor'; tokenHash: string };
 
 /**
  * The merchant's Pusher app secret: derived from SESSION_SECRET and the merchant id, so it is
@@ -52,9 +53,17 @@ export async function authorizePrivateChannel(
   deps: Deps,
   viewer: ChannelViewer,
   grant: ChannelGrant,
-  input: { socketId: unknown; channelName: unknown },
+  input: { socketId: unknown; channelName: unknown; address?: string },
 ): Promise<{ auth: string }> {
   const { socketId, channelName } = input;
+  // Each call stores a grant for 120 s: budgeted per client address and per identity
+  // (PUSHER_AUTH_PER_MINUTE), so nobody can fill the store with grants for made-up sockets.
+  const limit = { name: 'pusher-auth', points: deps.config.hardening.pusherAuthPerMinute, durationSeconds: 60 };
+  const wait = (seconds: number) => `Too many channel authorizations: retry in ${seconds} s`;
+  if (input.address) await deps.rateLimiter(limit).consume(`ip:${input.address}`, wait);
+  await deps
+    .rateLimiter(limit)
+    .consume(viewer.kind === 'visitor' ? `v:${viewer.visitorId}` : `a:${viewer.agentId}`, wait);
   if (typeof socketId !== 'string' || !SOCKET_ID.test(socketId)) throw badInput('socket_id is not a socket id');
   if (typeof channelName !== 'string' || channelName.length > 200 || !channelName.startsWith(PRIVATE_PREFIX)) {
     throw badInput(`channel_name must be a ${PRIVATE_PREFIX} channel of at most 200 characters`);
@@ -137,6 +146,6 @@ export async function visitorOfChannelCapability(
 /** The same identity as the one a connection already has (a socket never mixes identities). */
 export function sameIdentity(a: ChannelGrant, b: ChannelGrant): boolean {
   if (a.kind === 'agent' && b.kind === 'agent') return a.sessionId === b.sessionId;
-  if (a.kind === 'visitor' && b.kind === 'visitor') return hashToken(a.bearer) === hashToken(b.bearer);
+  if (a.kind === 'visitor' && b.kind === 'visitor') return a.tokenHash === b.tokenHash;
   return false;
 }

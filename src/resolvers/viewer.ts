@@ -132,7 +132,14 @@ export async function endSession(deps: Deps, session: SessionPort, agentId: stri
  */
 export async function requireVisitor(deps: Deps, token: string | undefined): Promise<VisitorViewer> {
   if (!token) throw visitorUnauthenticated();
-  const hash = hashToken(token);
+  return requireVisitorByHash(deps, hashToken(token));
+}
+
+/**
+ * As `requireVisitor`, from the token's SHA-256 (`hashToken`): what a socket keeps of the token it
+ * was opened with, and what a Pusher channel grant stores, so no raw token stays at rest.
+ */
+export async function requireVisitorByHash(deps: Deps, hash: string): Promise<VisitorViewer> {
   const startedAt = deps.now();
   const cached = deps.configCache.token(hash, startedAt);
   if (cached) return visitorViewer(cached);

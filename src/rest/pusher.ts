@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { notLoggedIn, restErrorTable } from '../errors.js';
-import { bearerToken } from '../http/request.js';
-import { authorizePrivateChannel, PRIVATE_PREFIX } from '../resolvers/channel-auth.js';
+import { bearerToken, clientIp } from '../http/request.js';
+import { authorizePrivateChannel, type ChannelGrant, PRIVATE_PREFIX } from '../resolvers/channel-auth.js';
 import { text } from '../resolvers/inputs.js';
+import { hashToken } from '../resolvers/viewer.js';
 import { type AnyRoute, rawRoute } from './route.js';
 
 /** The endpoint pusher-js calls for a `private-` channel (its default `authEndpoint` path). */
@@ -46,13 +47,14 @@ export const pusherEndpoints: AnyRoute[] = [
     },
     async handle({ deps, req, res, viewer, input }) {
       if (!viewer) throw notLoggedIn();
-      const grant =
+      const grant: ChannelGrant =
         viewer.kind === 'visitor'
-          ? { kind: 'visitor' as const, bearer: bearerToken(req) as string }
-          : { kind: 'agent' as const, sessionId: req.sessionID };
+          ? { kind: 'visitor', tokenHash: hashToken(bearerToken(req) as string) }
+          : { kind: 'agent', sessionId: req.sessionID };
       const signed = await authorizePrivateChannel(deps, viewer, grant, {
         socketId: input.socket_id,
         channelName: input.channel_name,
+        address: clientIp(req, deps.config),
       });
       res.set('Cache-Control', 'no-store').json(signed);
     },

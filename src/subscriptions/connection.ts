@@ -11,7 +11,7 @@ import {
   type HeldAgentViewer,
   heldViewer,
   requireAgent,
-  requireVisitor,
+  requireVisitorByHash,
   type VisitorViewer,
 } from '../resolvers/viewer.js';
 import type { ChannelEvent } from '../stores/bus.js';
@@ -51,8 +51,8 @@ export class ConnectionRefused extends Error {
   }
 }
 
-/** What a connection presents: a visitor bearer token or an agent Session ID. */
-export type SocketIdentity = { kind: 'visitor'; bearer: string } | { kind: 'agent'; sessionId: string };
+/** What a connection presents: a visitor bearer token (kept as its SHA-256, `hashToken`) or an agent Session ID. */
+export type SocketIdentity = { kind: 'visitor'; tokenHash: string } | { kind: 'agent'; sessionId: string };
 
 /** What the core needs from a transport's socket. */
 interface TransportSocket {
@@ -192,7 +192,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
         if (!valid) return void endSession();
       } else if (identity?.kind === 'visitor') {
         try {
-          await requireVisitor(deps, identity.bearer);
+          await requireVisitorByHash(deps, identity.tokenHash);
         } catch (error) {
           if (error instanceof DomainError) return end('forbidden', 'Visitor token no longer valid');
         }
@@ -237,7 +237,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
         try {
           resolved =
             presented.kind === 'visitor'
-              ? await requireVisitor(deps, presented.bearer)
+              ? await requireVisitorByHash(deps, presented.tokenHash)
               : await requireAgent(deps, await sessionPort(), address);
           if (appkey !== undefined) await requireOwnAppkey(deps, resolved, appkey);
         } catch (error) {

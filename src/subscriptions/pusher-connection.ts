@@ -251,7 +251,7 @@ export class PusherConnection {
           await connection.authenticate(
             grant.kind === 'agent'
               ? { kind: 'agent', sessionId: grant.sessionId }
-              : { kind: 'visitor', bearer: grant.bearer },
+              : { kind: 'visitor', tokenHash: grant.tokenHash },
             app.appkey,
           );
         } catch (error) {

@@ -1,7 +1,7 @@
 import type { Context } from 'graphql-ws';
 import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
-import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
+import { requireAgent, requireVisitor, requireVisitorByHash } from '../resolvers/viewer.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { Connection, SocketIdentity } from './connection.js';
 import type { ChannelSubscription, FanoutSocket } from './fanout.js';
@@ -55,7 +55,8 @@ export class GraphqlWsConnection {
     return {
       deps,
       agent: async () => requireAgent(deps, await connection.sessionPort(), connection.address),
-      visitor: () => requireVisitor(deps, identity.kind === 'visitor' ? identity.bearer : undefined),
+      visitor: () =>
+        identity.kind === 'visitor' ? requireVisitorByHash(deps, identity.tokenHash) : requireVisitor(deps, undefined),
       identity: identity.kind,
       wsAddress: this.wsAddress,
       clientIp: connection.address,

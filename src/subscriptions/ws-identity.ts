@@ -1,4 +1,5 @@
 import { TWO_IDENTITIES } from '../http/request.js';
+import { hashToken } from '../resolvers/viewer.js';
 import type { SocketIdentity } from './connection.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{16,128}$/;
@@ -29,7 +30,7 @@ export function presentedIdentity(
   if (authorization !== undefined) {
     const bearer = typeof authorization === 'string' && /^Bearer\s+(\S{1,512})$/i.exec(authorization)?.[1];
     return bearer
-      ? { identity: { kind: 'visitor', bearer }, appkey }
+      ? { identity: { kind: 'visitor', tokenHash: hashToken(bearer) }, appkey }
       : { mistake: 'authorization must be "Bearer <visitor token>"' };
   }
   if (token !== undefined && token !== '') {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -10,9 +11,10 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
  */
 
 const BURST = 3;
+const PUSHER_AUTHS = 4;
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ env: { CHAT_MESSAGE_BURST: String(BURST) } });
+  t = await startTestApp({ env: { CHAT_MESSAGE_BURST: String(BURST), PUSHER_AUTH_PER_MINUTE: String(PUSHER_AUTHS) } });
 });
 afterAll(async () => {
   await t.stop();
@@ -104,5 +106,33 @@ describe('crafted history cursors (row 7)', () => {
       expect(list.body.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
     }
     expect(errorLines().slice(before)).toEqual([]);
+  });
+});
+
+describe('POST /pusher/auth (row 9)', () => {
+  const sha256 = (s: string, encoding: 'hex' | 'base64url') => createHash('sha256').update(s).digest(encoding);
+
+  it('keeps the grant’s identity as the token’s SHA-256, never the token; budgeted per identity and address', async () => {
+    const v = await visitorToken(t.url);
+    const client = new HttpClient(t.url);
+    const boot = await client.json('/visitor/data/get', { headers: bearer(v.token) });
+    const channel = `private-${boot.body.data.visitor.channel}`;
+    const authorize = (socketId: string) =>
+      fetch(`${t.url}/pusher/auth`, {
+        method: 'POST',
+        headers: { ...bearer(v.token), 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ socket_id: socketId, channel_name: channel }).toString(),
+      });
+    const first = await authorize('123.456');
+    expect(first.status).toBe(200);
+    const stored = await t.app.deps.kv.get(`pusher-grant:123.456:${sha256(channel, 'base64url')}`);
+    expect(stored).not.toBeNull();
+    expect(stored).not.toContain(v.token);
+    expect(JSON.parse(stored as string)).toEqual({ kind: 'visitor', tokenHash: sha256(v.token, 'hex') });
+    for (let i = 1; i < PUSHER_AUTHS; i++) expect((await authorize(`123.${457 + i}`)).status).toBe(200);
+    const refused = await authorize('999.1');
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(await t.app.deps.kv.get(`pusher-grant:999.1:${sha256(channel, 'base64url')}`)).toBeNull();
   });
 });

@@ -53,7 +53,7 @@ describe('authorization endpoint: private- channels', () => {
     const answer = await authorizePrivateChannel(
       deps,
       visitor,
-      { kind: 'visitor', bearer: 'b' },
+      { kind: 'visitor', tokenHash: 'b' },
       {
         socketId: socket,
         channelName: `private-${visitor.channel}`,
@@ -155,7 +155,7 @@ describe('pusher:subscribe to a private- channel', () => {
     const third = {
       socket: first.socket,
       channel: `private-${visitor.channel}`,
-      grant: { kind: 'visitor', bearer: 'b' } as const,
+      grant: { kind: 'visitor', tokenHash: 'b' } as const,
     };
     const auths = [];
     for (const [viewer, g] of [
@@ -238,9 +238,9 @@ describe('one identity per socket', () => {
   it('the same Session, or the same bearer token, is the same identity; nothing else is', () => {
     expect(sameIdentity(agentGrant('s1'), agentGrant('s1'))).toBe(true);
     expect(sameIdentity(agentGrant('s1'), agentGrant('s2'))).toBe(false);
-    expect(sameIdentity({ kind: 'visitor', bearer: 't1' }, { kind: 'visitor', bearer: 't1' })).toBe(true);
-    expect(sameIdentity({ kind: 'visitor', bearer: 't1' }, { kind: 'visitor', bearer: 't2' })).toBe(false);
-    expect(sameIdentity(agentGrant('t1'), { kind: 'visitor', bearer: 't1' })).toBe(false);
-    expect(sameIdentity({ kind: 'visitor', bearer: 't1' }, agentGrant('t1'))).toBe(false);
+    expect(sameIdentity({ kind: 'visitor', tokenHash: 't1' }, { kind: 'visitor', tokenHash: 't1' })).toBe(true);
+    expect(sameIdentity({ kind: 'visitor', tokenHash: 't1' }, { kind: 'visitor', tokenHash: 't2' })).toBe(false);
+    expect(sameIdentity(agentGrant('t1'), { kind: 'visitor', tokenHash: 't1' })).toBe(false);
+    expect(sameIdentity({ kind: 'visitor', tokenHash: 't1' }, agentGrant('t1'))).toBe(false);
   });
 });
