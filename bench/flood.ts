@@ -1,0 +1,149 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { freePort } from './lib.js';
+
+/**
+ * `npx tsx bench/flood.ts [--quick]` (issue 27 row 2): what one merchant's flooding visitor
+ * tokens cost another merchant's chat on a shared instance.
+ *
+ * The gateway runs as its own process (embedded PGlite, in-process stores, the chat budgets'
+ * defaults: CHAT_MESSAGE_BURST, CHAT_MESSAGES_PER_HOUR, CHAT_MERCHANT_MESSAGES_PER_MINUTE).
+ * Another merchant (`acme`) sends one message at a time, round robin over ten visitors (each
+ * stays within its own budget); its send latency is measured first alone (the baseline, in the
+ * same run) and then while FLOODERS visitor tokens of `demo` each send 5,000-character messages
+ * as fast as CONCURRENCY loops allow (the issue's attack: 76–86 messages/s per token). Reported:
+ * the other tenant's p50 and p99 against the baseline, and what the flood got (stored, refused
+ * with 1429).
+ */
+
+const quick = process.argv.includes('--quick');
+const SAMPLES = quick ? 40 : 150;
+const FLOODERS = 3;
+const CONCURRENCY = 8;
+const base = { url: '' };
+
+async function token(appkey: string): Promise<string> {
+  const res = await fetch(`${base.url}/visitor/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ appkey }),
+  });
+  const body = (await res.json()) as { code: number; data: { token: string } };
+  if (body.code !== 0) throw new Error(`visitor token refused: ${JSON.stringify(body)}`);
+  return body.data.token;
+}
+
+let n = 0;
+let resets = 0;
+async function send(bearer: string, content: string) {
+  const res = await fetch(`${base.url}/visitor/message/send`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ client_msg_id: `flood-${n++}`, content }),
+  });
+  return (await res.json()) as { code: number; msg: string };
+}
+
+/** The other tenant's sends, one at a time over its visitors; every one must be stored. */
+async function tenantSends(bearers: string[], count: number) {
+  const latencies: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = performance.now();
+    const bearer = bearers[i % bearers.length] as string;
+    // A reset connection is retried once (and counted): the latency includes the retry.
+    const answer = await send(bearer, `hello ${i}`).catch(() => {
+      resets++;
+      return send(bearer, `hello ${i}`);
+    });
+    if (answer.code !== 0) throw new Error(`the other tenant's send was refused: ${JSON.stringify(answer)}`);
+    latencies.push(performance.now() - started);
+  }
+  return latencies;
+}
+
+const pct = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] ?? 0;
+};
+const ms = (v: number) => `${v.toFixed(1)} ms`;
+
+async function main() {
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  try {
+    child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: {
+        ...process.env,
+        NODE_ENV: 'test',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        PGLITE_DIR: 'memory://',
+        DEMO_SEED: 'on',
+        LOG_LEVEL: 'warn',
+        DATABASE_URL: '',
+        REDIS_URL: '',
+        // Keep-alive sockets outlive the phases: a socket closed by the server just as the client
+        // reuses it is a reset, not the gateway's answer.
+        HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    const gateway = child;
+    base.url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 180_000;
+    while (
+      !(await fetch(`${base.url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      ))
+    ) {
+      if (Date.now() > deadline || gateway.exitCode !== null) throw new Error('the gateway did not start');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const tenant = await Promise.all(Array.from({ length: 10 }, () => token('acme-appkey')));
+    await tenantSends(tenant, 10); // warm-up: every path once, a conversation per visitor
+    const baseline = await tenantSends(tenant, SAMPLES);
+
+    const flooders = await Promise.all(Array.from({ length: FLOODERS }, () => token('demo-appkey')));
+    const big = 'x'.repeat(5000);
+    let stop = false;
+    const got = { stored: 0, refused: 0, other: 0 };
+    const started = performance.now();
+    const floods = flooders.flatMap((bearer) =>
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (!stop) {
+          // A flooder's connection may be reset under load: counted, and the flood goes on.
+          const answer = await send(bearer, big).catch(() => ({ code: -2 }));
+          if (answer.code === 0) got.stored++;
+          else if (answer.code === 1429) got.refused++;
+          else got.other++;
+        }
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 1000)); // the flood under way
+    const during = await tenantSends(tenant, SAMPLES);
+    stop = true;
+    await Promise.all(floods);
+    const seconds = (performance.now() - started) / 1000;
+
+    const p50 = pct(baseline, 0.5);
+    const p99 = pct(baseline, 0.99);
+    console.log(
+      `\nFlood (${FLOODERS} visitor tokens of one merchant, ${CONCURRENCY} sends in flight each, 5,000 characters; another merchant's sends one at a time, ${SAMPLES} samples a phase):`,
+    );
+    console.log('| phase | other tenant p50 | other tenant p99 | p50 vs baseline | p99 vs baseline | flood answered |');
+    console.log('|---|---|---|---|---|---|');
+    console.log(`| baseline (no flood) | ${ms(p50)} | ${ms(p99)} | 1.00× | 1.00× | — |`);
+    if (resets) console.log(`The other tenant's sends retried after a reset connection: ${resets}.`);
+    console.log(
+      `| ${FLOODERS} tokens flooding | ${ms(pct(during, 0.5))} | ${ms(pct(during, 0.99))} | ${(pct(during, 0.5) / p50).toFixed(2)}× | ${(pct(during, 0.99) / p99).toFixed(2)}× | ${got.stored} stored, ${got.refused} refused 1429${got.other ? `, ${got.other} other (connection errors)` : ''} in ${seconds.toFixed(1)} s (${(got.stored / seconds).toFixed(1)} stored/s) |`,
+    );
+  } finally {
+    if (child && child.exitCode === null) {
+      const exited = new Promise((r) => child?.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }
+}
+
+await main();
