@@ -97,6 +97,10 @@ export const agentGroups = pgTable(
     position: integer('position').notNull().default(0),
     /** The group's own business hours; null: the merchant's. */
     businessHours: jsonb('business_hours').$type<BusinessHoursCalendar>(),
+    /** Routing policy (src/resolvers/availability/routing/): `LEAST_BUSY`, `ROUND_ROBIN`, `SKILLS`, `LAST_AGENT`. */
+    routing: text('routing').notNull().default('LEAST_BUSY'),
+    /** Round robin's cursor: the agent it gave the last conversation to (in the row, not in memory). */
+    routingCursor: text('routing_cursor'),
   },
   (t) => [
     uniqueIndex('agent_groups_merchant_name').on(t.merchantId, t.name),

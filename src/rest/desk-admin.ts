@@ -4,6 +4,7 @@ import { notLoggedIn } from '../errors.js';
 import { clientIp } from '../http/request.js';
 import { requestSessionPort, sessionDirectory } from '../http/session.js';
 import { LEVELS } from '../resolvers/admin.js';
+import { ROUTING_POLICIES } from '../resolvers/availability/routing/policies.js';
 import {
   createDeskAgent,
   type DeskAgent,
@@ -67,6 +68,7 @@ const groupData = z
     is_default: z.boolean(),
     position: z.number().int(),
     member_ids: z.array(z.string()),
+    routing: z.enum(ROUTING_POLICIES),
   })
   .strict();
 const legacyGroup = (g: DeskGroup): z.input<typeof groupData> => ({
@@ -75,6 +77,7 @@ const legacyGroup = (g: DeskGroup): z.input<typeof groupData> => ({
   is_default: g.isDefault,
   position: g.position,
   member_ids: g.memberIds,
+  routing: g.routing,
 });
 
 const auditData = z
@@ -169,12 +172,17 @@ const updateGroupBody = z
     is_default: z.boolean().optional(),
     position: z.number().int().optional(),
     member_ids: z.array(z.string()).optional().openapi({ description: 'The complete member list.' }),
+    routing: z
+      .enum(ROUTING_POLICIES)
+      .optional()
+      .openapi({ description: 'LEAST_BUSY, ROUND_ROBIN, SKILLS or LAST_AGENT (docs/availability.md).' }),
   })
   .transform((i) => ({
     id: i.id,
     name: i.name,
     isDefault: i.is_default,
     position: i.position,
+    routing: i.routing,
     memberIds: i.member_ids,
   }));
 const auditQuery = z

@@ -233,3 +233,22 @@ builder.mutationField('updateContactFields', (t) =>
       updateContactFields(ctx.deps, await ctx.agent(), { fields: args.fields as ContactField[] }),
   }),
 );
+
+// ---- routing -------------------------------------------------------------------------------
+
+export const RoutingPolicyEnum = builder.enumType('RoutingPolicy', {
+  description: 'How a group’s queue is routed (docs/availability.md); capacity and FIFO order always hold.',
+  values: {
+    LEAST_BUSY: {
+      description: 'The agent with the fewest active conversations (ties: assigned longest ago). The default.',
+    },
+    ROUND_ROBIN: {
+      description: 'The next agent after the last one served, in id order; the cursor is in the group’s row.',
+    },
+    SKILLS: { description: 'Agents with the required skills; agents’ skills are not recorded yet, so as LEAST_BUSY.' },
+    LAST_AGENT: {
+      description:
+        'A returning visitor goes to the agent of its previous conversation when available, else least busy.',
+    },
+  } as const,
+});

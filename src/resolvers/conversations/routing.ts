@@ -1,4 +1,4 @@
-import { and, asc, count, eq, inArray, ne } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { type Agent, agentGroups, agents, conversations, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
@@ -6,6 +6,7 @@ import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { groupOpenAt } from '../availability/calendars.js';
 import { leaveMessage, type MessageLeftNotice, nobodyToAnswer, noticeOf } from '../availability/messages-left.js';
+import { chooseAgent, type RoutingPolicy } from '../availability/routing/policies.js';
 import { chargeConversationOpened } from '../budgets/chat.js';
 import { appendMessage, type ConversationContext, openConversation, selectContexts } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
@@ -171,6 +172,8 @@ interface Routing {
   defaultGroupId: string | null;
   /** Active conversations per locked agent. */
   active: Map<string, number>;
+  /** Each group's policy and round-robin cursor (read after the agents' rows are locked). */
+  groups: Map<string, { policy: RoutingPolicy; cursor: string | null }>;
 }
 
 async function loadRouting(tx: Tx, merchantId: string, online: string[]): Promise<Routing | undefined> {
@@ -204,15 +207,27 @@ async function loadRouting(tx: Tx, merchantId: string, online: string[]): Promis
     )
     .groupBy(conversations.agentId))
     if (agentId) active.set(agentId, Number(n));
-  return { locked, merchant, defaultGroupId: defaultGroup?.id ?? null, active };
+  const groups = new Map(
+    (
+      await tx
+        .select({ id: agentGroups.id, policy: agentGroups.routing, cursor: agentGroups.routingCursor })
+        .from(agentGroups)
+        .where(eq(agentGroups.merchantId, merchantId))
+    ).map((g) => [g.id, { policy: g.policy as RoutingPolicy, cursor: g.cursor }]),
+  );
+  return { locked, merchant, defaultGroupId: defaultGroup?.id ?? null, active, groups };
 }
 
-/** The agent a queued conversation goes to: the preferred one if eligible, else the least busy (ties: assigned longest ago). */
-function pickAgent(
+/**
+ * The agent a queued conversation goes to: the preferred one if eligible, else by its group's
+ * policy (least busy, round robin, last agent) among the group's online agents under capacity.
+ */
+async function pickAgent(
+  tx: Tx,
   r: Routing,
   ctx: ConversationContext,
   preferred: { conversationId: string; agentId: string } | undefined,
-): Agent | undefined {
+): Promise<Agent | undefined> {
   const groupOf = (a: Agent) => a.groupId ?? r.defaultGroupId;
   const group = ctx.conversation.groupId ?? r.defaultGroupId;
   const eligible = r.locked.filter(
@@ -223,15 +238,28 @@ function pickAgent(
     preferred && preferred.conversationId === ctx.conversation.id
       ? eligible.find((a) => a.id === preferred.agentId)
       : undefined;
-  return (
-    wanted ??
-    eligible.sort(
-      (a, b) =>
-        (r.active.get(a.id) ?? 0) - (r.active.get(b.id) ?? 0) ||
-        (a.lastAssignedAt?.getTime() ?? 0) - (b.lastAssignedAt?.getTime() ?? 0) ||
-        a.id.localeCompare(b.id),
-    )[0]
-  );
+  if (wanted) return wanted;
+  const policy = (group && r.groups.get(group)) || { policy: 'LEAST_BUSY' as const, cursor: null };
+  const lastAgentId = policy.policy === 'LAST_AGENT' ? await previousAgentOf(tx, ctx) : null;
+  return chooseAgent(eligible, { ...policy, active: r.active, lastAgentId });
+}
+
+/** The agent of the visitor's latest earlier conversation (for the last-agent policy). */
+async function previousAgentOf(tx: Tx, ctx: ConversationContext): Promise<string | null> {
+  const [row] = await tx
+    .select({ agentId: conversations.agentId })
+    .from(conversations)
+    .where(
+      and(
+        eq(conversations.merchantId, ctx.conversation.merchantId),
+        eq(conversations.visitorId, ctx.conversation.visitorId),
+        ne(conversations.id, ctx.conversation.id),
+        sql`${conversations.agentId} is not null`,
+      ),
+    )
+    .orderBy(desc(conversations.createdAt))
+    .limit(1);
+  return row?.agentId ?? null;
 }
 
 /**
@@ -264,11 +292,17 @@ export async function drainQueue(
       const group = ctx.conversation.groupId ?? routing.defaultGroupId;
       if (!open.has(group)) open.set(group, await groupOpenAt(tx, merchantId, group, now));
       if (!open.get(group)) continue;
-      const agent = pickAgent(routing, ctx, preferred);
+      const agent = await pickAgent(tx, routing, ctx, preferred);
       if (!agent) continue;
       if (await assignInTx(deps, tx, ctx, agent, 'routing', now)) {
         routing.active.set(agent.id, (routing.active.get(agent.id) ?? 0) + 1);
         agent.lastAssignedAt = new Date(now);
+        const policy = group ? routing.groups.get(group) : undefined;
+        if (group && policy?.policy === 'ROUND_ROBIN') {
+          // The cursor lives in the group's row: the next drain, on any instance, continues from it.
+          policy.cursor = agent.id;
+          await tx.update(agentGroups).set({ routingCursor: agent.id }).where(eq(agentGroups.id, group));
+        }
         n++;
       }
     }

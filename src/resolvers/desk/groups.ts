@@ -4,6 +4,7 @@ import { agentGroups, agents } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
+import { ROUTING_POLICIES, type RoutingPolicy } from '../availability/routing/policies.js';
 import { displayName, parseInput, required } from '../inputs.js';
 import { announceMerchantConfigChanged } from '../merchant-config.js';
 import type { Tx } from '../outbox.js';
@@ -24,6 +25,8 @@ export interface DeskGroup {
   position: number;
   /** Agents in the group, by id (agents without a group are in the default group's queue). */
   memberIds: string[];
+  /** Routing policy (docs/availability.md). */
+  routing: RoutingPolicy;
 }
 
 const name = displayName(64).refine((s) => s.trim().length > 0, 'is required');
@@ -47,6 +50,8 @@ export const updateAgentGroupInput = z.object({
   position: z.number().int().min(0).max(10_000).optional(),
   /** The complete member list: these agents move into the group, the others in it leave it (to the default queue). */
   memberIds: z.array(required(64)).max(1000).optional(),
+  /** The routing policy of the group's queue (docs/availability.md). */
+  routing: z.enum(ROUTING_POLICIES).optional(),
 });
 export type UpdateAgentGroupInput = z.input<typeof updateAgentGroupInput>;
 
@@ -73,6 +78,7 @@ async function groupsOf(db: Deps['db'] | Tx, merchantId: string, only?: string):
     isDefault: g.isDefault,
     position: g.position,
     memberIds: members.filter((m) => m.groupId === g.id).map((m) => m.id),
+    routing: g.routing as RoutingPolicy,
   }));
 }
 
@@ -87,6 +93,7 @@ const audited = (g: DeskGroup) => ({
   isDefault: g.isDefault,
   position: g.position,
   memberIds: g.memberIds,
+  routing: g.routing,
 });
 
 /** Makes `id` the merchant's only default group (the unique index allows one: the old one goes first). */
@@ -178,6 +185,10 @@ export async function updateAgentGroup(
     const set: Partial<typeof agentGroups.$inferInsert> = {};
     if (input.name !== undefined) set.name = input.name;
     if (input.position !== undefined) set.position = input.position;
+    if (input.routing !== undefined && input.routing !== before.routing) {
+      set.routing = input.routing;
+      set.routingCursor = null;
+    }
     if (Object.keys(set).length) {
       const renamed = await tx
         .update(agentGroups)

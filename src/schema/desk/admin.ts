@@ -10,6 +10,7 @@ import {
 import { type AuditLogEntry, type AuditLogPage, readAuditLog } from '../../resolvers/desk/audit.js';
 import { createAgentGroup, type DeskGroup, listAgentGroups, updateAgentGroup } from '../../resolvers/desk/groups.js';
 import { type AgentSession, endAgentSession, listSessions } from '../../resolvers/desk/sessions.js';
+import { RoutingPolicyEnum } from '../availability.js';
 import { builder, type GraphQLContext } from '../builder.js';
 import { AgentRef } from '../workbench.js';
 
@@ -54,6 +55,7 @@ const AgentGroupDetail = builder.objectRef<DeskGroup>('AgentGroupDetail').implem
     memberIds: t.exposeIDList('memberIds', {
       description: 'The agents in it (agents with no group are served by the default group).',
     }),
+    routing: t.expose('routing', { type: RoutingPolicyEnum, description: 'How its queue is routed.' }),
   }),
 });
 
@@ -103,6 +105,7 @@ const UpdateAgentGroupInput = builder.inputType('UpdateAgentGroupInput', {
     memberIds: t.idList({
       description: 'The complete member list: others in the group leave it (to the default group).',
     }),
+    routing: t.field({ type: RoutingPolicyEnum, description: 'The routing policy of its queue.' }),
   }),
 });
 
