@@ -171,13 +171,14 @@ describeInBrowser('agent pages in a real browser', () => {
     expect(tab.problems).toEqual([]);
   });
 
-  it('the registration page says it stops short of registering when SMS registration is off', async () => {
+  it('the registration page says registration is off (REGISTRATION defaults to off) and its form cannot be sent', async () => {
     await page.goto(`${t.url}/agent/join`);
     await page.getByRole('heading', { name: 'Register a merchant' }).waitFor();
-    expect(await page.locator('#join-scope').textContent()).toContain('not implemented');
-    expect(await page.locator('#sms-off').isVisible()).toBe(true);
-    expect(await page.getByRole('button', { name: 'Send SMS code' }).isDisabled()).toBe(true);
-    await screenshot(page, 'join-sms-off');
+    expect(await page.locator('#registration-off').isVisible()).toBe(true);
+    expect(await page.locator('#registration-off').textContent()).toContain('Merchant registration is turned off');
+    expect(await page.locator('#join-scope').isVisible()).toBe(false);
+    expect(await page.getByRole('button', { name: 'Register', exact: true }).isDisabled()).toBe(true);
+    await screenshot(page, 'join-registration-off');
     expect(tab.problems).toEqual([]);
   });
 

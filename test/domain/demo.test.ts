@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { count, eq } from 'drizzle-orm';
+import { asc, count, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversations, merchants, messages } from '../../src/db/schema.js';
 import { createLogger } from '../../src/log.js';
@@ -46,7 +46,11 @@ describe('The demo data', () => {
       ['v_demo_lily', 0, true],
       ['v_demo_wang', 3, false],
     ]);
-    const lily = await deps.db.select().from(messages).where(eq(messages.visitorId, 'v_demo_lily'));
+    const lily = await deps.db
+      .select()
+      .from(messages)
+      .where(eq(messages.visitorId, 'v_demo_lily'))
+      .orderBy(asc(messages.seq));
     expect(lily.filter((m) => m.senderType !== 'system').map((m) => [m.senderType, m.content])).toEqual([
       ['visitor', 'Hi! Is the blue summer dress still available in size M?'],
       ['agent', 'Hello Lily, yes it is, and it ships today.'],

@@ -194,6 +194,8 @@ describe('The visitor bootstrap (loadVisitorBootstrap)', () => {
     expect(boot.setting).toEqual({
       appname: 'Test shop',
       appkey: m.appkey,
+      // The contact details asked of a visitor who leaves a message: none configured.
+      contactFields: [],
       wsAddress: 'wss://chat.example/graphql',
       uploadLimits: { imageMaxBytes: 1000, fileMaxBytes: 2000, videoMaxBytes: 3000, voiceMaxBytes: 4000 },
       voice: 'on',
