@@ -158,6 +158,27 @@ describe('Listing', () => {
   });
 });
 
+describe('Assignment: conversation.queued means waiting', () => {
+  it('is published once for a conversation no agent can take, never for one routed at once', async () => {
+    const m = await f.merchant();
+    const feed = recordEvents(deps, [globalChannel(m.bid)]);
+    await feed.ready;
+    // The only agent is busy elsewhere: at capacity 1 with a first visitor.
+    const agent = await f.agent(m, { maxConcurrentChats: 1 });
+    await f.online(agent);
+    const first = await assignAgent(deps, await f.visitor(m));
+    expect(first.state).toBe('active');
+    const second = await assignAgent(deps, await f.visitor(m));
+    expect(second.state).toBe('queued');
+    await eventually(() => feed.of('conversation.queued').length === 1, 'the waiting one announced');
+    expect(feed.of('conversation.queued').map((e) => (e.data as { conversation_id: string }).conversation_id)).toEqual([
+      second.conversationId,
+    ]);
+    expect(feed.of('conversation.queued')[0]?.data).toMatchObject({ state: 'queued', queue_position: 1 });
+    feed.stop();
+  });
+});
+
 describe('Assignment', () => {
   it('an agent serves its own group; an agent without a group serves the default group', async () => {
     const m = await f.merchant();
@@ -183,9 +204,8 @@ describe('Assignment', () => {
       agent: { agent_id: seller.agentId },
       by: 'routing',
     });
-    expect(feed.of('conversation.queued').map((e) => e.data)).toContainEqual(
-      expect.objectContaining({ conversation_id: toSales.conversationId, group_id: sales, queue_position: 1 }),
-    );
+    // Routed at once: it never waited, so no `conversation.queued` was published for it.
+    expect(feed.of('conversation.queued')).toEqual([]);
     const joined = (await listMessages(deps, buyer)).messages[0];
     expect(joined).toMatchObject({ senderType: 'system', type: 'system' });
     expect(joined?.content).toMatch(/ joined the conversation$/);

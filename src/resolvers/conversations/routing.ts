@@ -63,6 +63,7 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, given: Assi
   if (nobody) await leaveMessage(deps, viewer.merchantId, viewer.visitorId, nobody);
   else if (created)
     await drainQueue(deps, viewer.merchantId, preferred ? { conversationId: created, agentId: preferred } : undefined);
+  if (created) await announceIfWaiting(deps, created);
   const ctx = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'The conversation was closed meanwhile; assign again');
   return assignResult(deps, ctx.conversation.id);
@@ -130,9 +131,30 @@ export async function openNewConversation(
     if (!ctx) return undefined;
     const created = { conversationId: row.id, visitorId, state: 'queued' as const, groupId };
     await enqueueWebhookEvent(tx, merchantId, row.id, 'conversation.created', created, now);
-    await enqueueQueued(tx, ctx);
     return row.id;
   });
+}
+
+/**
+ * `conversation.queued` for a new conversation only when it really waits: routing had no agent
+ * for it (or nobody can answer and it is kept as a message left). The row lock orders this with
+ * a drain on another instance: one that assigned it first leaves nothing to announce; one that
+ * comes after publishes its `conversation.assigned` after this event.
+ */
+async function announceIfWaiting(deps: Deps, conversationId: string) {
+  const announced = await deps.db.transaction(async (tx) => {
+    const [waiting] = await tx
+      .select({ merchantId: conversations.merchantId, visitorId: conversations.visitorId })
+      .from(conversations)
+      .where(and(eq(conversations.id, conversationId), eq(conversations.state, 'queued')))
+      .for('update');
+    if (!waiting) return false;
+    const ctx = await openConversation(tx, waiting.merchantId, waiting.visitorId);
+    if (!ctx || ctx.conversation.id !== conversationId) return false;
+    await enqueueQueued(tx, ctx);
+    return true;
+  });
+  if (announced) await publishOutbox(deps);
 }
 
 /** Writes `conversation.queued` (with the queue position) for the merchant's agents and the visitor. */
