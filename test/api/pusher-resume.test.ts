@@ -59,7 +59,9 @@ describe('REST + pusher-js with keepChannel: no message lost or shown twice', ()
   it(`${TOTAL} messages each way through two socket cuts and two restarts`, async () => {
     const dir = await mkdtemp(join(tmpdir(), 'parley-pusher-resume-'));
     const stores = { ...(await freshStores()), pgliteDir: dir };
-    let server: TestApp = await startTestApp({ stores });
+    // 200 messages in a few seconds: above the chat's per-sender burst (a budget tested elsewhere).
+    const env = { CHAT_MESSAGE_BURST: '1000' };
+    let server: TestApp = await startTestApp({ stores, env });
     const port = Number(new URL(server.url).port);
     const proxy = await tcpProxy(() => port);
     const wsAddress = `ws://127.0.0.1:${proxy.port}/graphql`;
@@ -166,7 +168,7 @@ describe('REST + pusher-js with keepChannel: no message lost or shown twice', ()
       // pusher-js is back, so only the reload on resubscription can show them.
       const restart = async () => {
         await server.app.stop();
-        server = await startTestApp({ stores, env: { PORT: String(port) } });
+        server = await startTestApp({ stores, env: { ...env, PORT: String(port) } });
       };
 
       for (let n = 0; n < TOTAL; n++) {
