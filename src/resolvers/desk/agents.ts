@@ -1,7 +1,7 @@
 import { and, asc, eq, inArray, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { hashPassword } from '../../auth/passwords.js';
-import { type Agent, agentGroups, agents } from '../../db/schema.js';
+import { type Agent, agentGroups, agents, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -150,8 +150,14 @@ export async function createDeskAgent(deps: Deps, viewer: AgentViewer, raw: Crea
   return deskAgentOf(deps, row);
 }
 
-/** The agent `agentId` of the merchant, locked for the change. */
+/**
+ * The agent `agentId` of the merchant, locked for the change. The merchant's row is locked
+ * first: changes to one merchant's agents take their turn, so two admins demoting or disabling
+ * each other at once cannot each hold their own row while waiting for the other's (a deadlock
+ * on PostgreSQL), and the last-admin check sees the other's outcome.
+ */
 async function lockAgent(tx: Tx, merchantId: string, agentId: string): Promise<Agent> {
+  await tx.select({ id: merchants.id }).from(merchants).where(eq(merchants.id, merchantId)).for('update');
   const [row] = await tx
     .select()
     .from(agents)
@@ -162,8 +168,8 @@ async function lockAgent(tx: Tx, merchantId: string, agentId: string): Promise<A
 }
 
 /**
- * Refuses a change that would leave the merchant without an enabled admin. The enabled admins
- * are locked first, so two admins demoting each other at once cannot both succeed.
+ * Refuses a change that would leave the merchant without an enabled admin. Called under the
+ * merchant's lock (lockAgent), so two admins demoting each other at once cannot both succeed.
  */
 async function keepAnAdmin(tx: Tx, merchantId: string, leaving: string) {
   const others = await tx
