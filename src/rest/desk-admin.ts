@@ -344,6 +344,7 @@ export const deskAdminEndpoints: AnyRoute[] = [
     summary: 'The audit log',
     description: `${adminOnly} Newest first; \`first\` 1-100 (default 20), \`after\` the previous page's end_cursor; filters action, actor_id, target_type, target_id. Read-only.`,
     input: auditQuery,
+    requestExample: { first: 20 },
     output: auditData,
     handle: async ({ deps, viewer, input }) => legacyAudit(await readAuditLog(deps, viewer, input)),
   }),
@@ -354,6 +355,7 @@ export const deskAdminEndpoints: AnyRoute[] = [
     tag: 'Agent',
     summary: 'Live Sessions of the agent (or, for admins, of `agent_id`)',
     input: z.object({ agent_id: z.string().optional() }).transform((i) => ({ agentId: i.agent_id })),
+    requestExample: { agent_id: 'a_alice' },
     output: z.array(sessionData),
     handle: async ({ deps, req, viewer, input }) =>
       (await listSessions(deps, viewer, input, directoryOf(req))).map(legacySession),
