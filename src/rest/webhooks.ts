@@ -148,7 +148,11 @@ export const webhookEndpoints: AnyRoute[] = [
     input: z
       .object({ url: required(2048), events: list, description: text(200).optional() })
       .transform((i) => ({ url: i.url, events: i.events, description: i.description })),
-    requestExample: { url: exampleEndpoint.url, events: ['message.created', 'conversation.closed'], description: 'CRM' },
+    requestExample: {
+      url: exampleEndpoint.url,
+      events: ['message.created', 'conversation.closed'],
+      description: 'CRM',
+    },
     output: withSecretData,
     example: { endpoint: exampleEndpoint, secret: exampleSecret },
     async handle({ deps, viewer, input }) {
