@@ -18,7 +18,7 @@ import {
  * made by the chat domain: src/resolvers/demo.ts). Idempotent: rows are keyed by fixed ids and
  * upserted. Never run in production.
  */
-export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'> & Partial<Pick<Deps, 'configCache'>>) {
+export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'>) {
   if (deps.config.env === 'production') throw new Error('demo data is never loaded in production');
   const { db } = deps;
   const allOn = {
@@ -164,7 +164,7 @@ export async function seedDemoData(deps: Pick<Deps, 'db' | 'now' | 'config'> & P
       await db.insert(visitorAttributes).values({ visitorId: v.id, key, value }).onConflictDoNothing();
     }
   }
-
-  // A write path like any other: running instances drop their cached configuration of both merchants.
-  for (const id of ['m_demo', 'm_acme']) await deps.configCache?.announceChanged(id);
 }
+
+/** The merchants the demo data writes: their cached configuration must be dropped after a seed. */
+export const demoMerchantIds = ['m_demo', 'm_acme'] as const;

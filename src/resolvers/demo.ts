@@ -1,6 +1,6 @@
 import { count, eq } from 'drizzle-orm';
 import { agents, conversations, merchants, visitors } from '../db/schema.js';
-import { seedDemoData } from '../db/seed.js';
+import { demoMerchantIds, seedDemoData } from '../db/seed.js';
 import type { Deps } from '../deps.js';
 import { claimConversation, pinConversation } from './conversations/agent-actions.js';
 import { assignAgent } from './conversations/routing.js';
@@ -14,6 +14,8 @@ import type { AgentViewer, VisitorViewer } from './viewer.js';
  */
 export async function loadDemoData(deps: Deps) {
   await seedDemoData(deps);
+  // A write path like any other: running instances drop their cached configuration of both merchants.
+  for (const id of demoMerchantIds) await deps.configCache.announceChanged(id);
   await seedDemoChat(deps);
 }
 

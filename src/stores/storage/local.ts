@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { copyFile, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
-import type { ByteRange, ObjectStorage } from './index.js';
-import { isSafeKey } from './index.js';
+import type { ByteRange, ObjectStorage } from './object-storage.js';
+import { isSafeKey } from './object-storage.js';
 
 /**
  * Objects as files under `<dir>/objects/<key>`. A file is moved in with one rename (or copied

@@ -10,8 +10,8 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import type { AttachmentsConfig } from '../../config.js';
-import type { ByteRange, ObjectStorage } from './index.js';
-import { isSafeKey } from './index.js';
+import type { ByteRange, ObjectStorage } from './object-storage.js';
+import { isSafeKey } from './object-storage.js';
 import { countingStream } from './stream-garbage.js';
 
 type S3Settings = NonNullable<AttachmentsConfig['s3']>;
