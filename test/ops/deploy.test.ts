@@ -104,6 +104,17 @@ describe('deploy/nginx.conf', () => {
     expect(nginx).toMatch(/proxy_set_header X-Request-Id \$parley_request_id;/);
   });
 
+  it('upgrades the Pusher protocol at /app/ with a read timeout above its 120 s activity timeout', () => {
+    expect(nginx).toMatch(/location \/app\/ \{[^}]*proxy_read_timeout 1h;/);
+  });
+
+  it('logs no query string: its own access log format, without $request, $args or the Referer', () => {
+    const format = /log_format parley_noquery ([^;]*);/.exec(nginx)?.[1] ?? '';
+    expect(format).toContain('$uri');
+    expect(format).not.toMatch(/\$request\b|\$request_uri|\$args|\$query_string|\$http_referer/);
+    expect(nginx).toMatch(/access_log \S+ parley_noquery;/);
+  });
+
   it('keeps /metrics and /internal/ off the public side', () => {
     expect(nginx).toMatch(/location = \/metrics \{ return 404; \}/);
     expect(nginx).toMatch(/location \/internal\/ \{ return 404; \}/);

@@ -1,14 +1,18 @@
 import { describe, it } from 'vitest';
 
+/** The variable CI sets to 1 so a missing service or tool fails instead of skipping. */
+type RequiredBy = 'REQUIRE_SERVICES' | 'REQUIRE_FAULTS' | 'REQUIRE_NGINX';
+
 /**
  * `describe` for tests that need something outside the process: a real PostgreSQL and Redis
- * (`DATABASE_URL`, `REDIS_URL`), or the `redis-server` and `initdb` binaries of the fault tests.
+ * (`DATABASE_URL`, `REDIS_URL`), the `redis-server` and `initdb` binaries of the fault tests, or
+ * Debian's `nginx` (test/ops/nginx.test.ts).
  * Without it the suite is skipped with the reason in its name, or — when the `requiredBy`
  * variable is 1, as CI sets it — fails, so a missing service can never pass silently there.
  */
 export function describeWhen(
   available: boolean,
-  requiredBy: 'REQUIRE_SERVICES' | 'REQUIRE_FAULTS',
+  requiredBy: RequiredBy,
   name: string,
   missing: string,
   body: () => void,
@@ -33,7 +37,7 @@ export const realServices = {
 /** `it` for one test that needs something outside the process; see describeWhen. */
 export function itWhen(
   available: boolean,
-  requiredBy: 'REQUIRE_SERVICES' | 'REQUIRE_FAULTS',
+  requiredBy: RequiredBy,
   name: string,
   missing: string,
   fn: () => Promise<void>,
