@@ -75,6 +75,8 @@ export interface Config {
   attachments: AttachmentsConfig;
   /** Webhook delivery (docs/integration.md "Webhooks"). */
   webhooks: WebhooksConfig;
+  /** API keys (docs/integration.md "API keys"): requests one key may make per minute, across instances. */
+  apiKeyRequestsPerMinute: number;
 }
 
 export interface WebhooksConfig {
@@ -227,6 +229,7 @@ const envSchema = z.object({
   WEBHOOK_CONCURRENCY: int(1, 100).default(4),
   WEBHOOK_SECRET_OVERLAP_SECONDS: int(0, 30 * 86400).default(86400),
   WEBHOOK_LOG_RETENTION_DAYS: int(1, 365).default(14),
+  API_KEY_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(600),
 });
 
 /** Every environment variable the gateway reads (.env.example documents each; a test checks it). */
@@ -354,5 +357,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       secretOverlapSeconds: e.WEBHOOK_SECRET_OVERLAP_SECONDS,
       logRetentionDays: e.WEBHOOK_LOG_RETENTION_DAYS,
     },
+    apiKeyRequestsPerMinute: e.API_KEY_REQUESTS_PER_MINUTE,
   };
 }

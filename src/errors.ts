@@ -29,6 +29,8 @@ export type ErrorCode =
   | 'AGENT_UNAVAILABLE'
   | 'RATING_NOT_ALLOWED'
   | 'LIMIT_REACHED'
+  | 'API_KEY_INVALID'
+  | 'INSUFFICIENT_SCOPE'
   | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL';
 
@@ -75,6 +77,9 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   RATING_NOT_ALLOWED: { code: 1205, status: 200 },
   // A merchant's or agent's budget (canned responses, labels, notes) is used up: delete some first.
   LIMIT_REACHED: { code: 1409, status: 409 },
+  // API keys (docs/integration.md "API keys"): a key missing, unknown, revoked or expired; a key without the scope.
+  API_KEY_INVALID: { code: 1411, status: 401 },
+  INSUFFICIENT_SCOPE: { code: 1412, status: 403 },
   SERVICE_UNAVAILABLE: { code: 1503, status: 503 },
   INTERNAL: { code: 1500, status: 500 },
 };
@@ -146,9 +151,9 @@ function isInfrastructureFailure(error: unknown, depth = 0): boolean {
   );
 }
 
-/** `extensions.code` of a GraphQL error: the domain code, with the two identities' "who are you" merged. */
+/** `extensions.code` of a GraphQL error: the domain code, with the identities' "who are you" merged. */
 export function graphqlCodeOf(code: ErrorCode): string {
-  if (code === 'VISITOR_UNAUTHENTICATED') return 'UNAUTHENTICATED';
+  if (code === 'VISITOR_UNAUTHENTICATED' || code === 'API_KEY_INVALID') return 'UNAUTHENTICATED';
   if (code === 'INTERNAL') return 'INTERNAL_SERVER_ERROR';
   return code;
 }

@@ -4,8 +4,8 @@ export type { Logger };
 
 /**
  * Structured JSON logs. Secrets never reach a log line: the session id (cookie, `token` header
- * or query), visitor tokens, passwords, captcha answers and SMS codes are censored wherever
- * they may appear in a logged object.
+ * or query), visitor tokens, API keys (`Authorization`, a `key` field), passwords, captcha
+ * answers and SMS codes are censored wherever they may appear in a logged object.
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
@@ -22,9 +22,11 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
           '*.captcha',
           '*.code',
           '*.token',
+          '*.key',
           'password',
           'captcha',
           'token',
+          'key',
         ],
         censor: '[redacted]',
       },
@@ -33,7 +35,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   );
 }
 
-const SECRET_PARAMS = new Set(['token', 'access_token', 'code', 'captcha', 'password', 'variables']);
+const SECRET_PARAMS = new Set(['token', 'access_token', 'code', 'captcha', 'password', 'variables', 'key', 'api_key']);
 
 /** Paths whose whole query string is left out of the log: a GraphQL document may carry anything (a login's password). */
 const UNLOGGED_QUERY_PATHS = new Set(['/graphql']);
@@ -44,7 +46,7 @@ const UNLOGGED_QUERY_PATHS = new Set(['/graphql']);
  * value that mentions a password or secret.
  */
 const SECRET_SHAPE = /^[A-Za-z0-9_\-+/=.~%]{20,}$/;
-const SECRET_WORDS = /pass(word|wd)?|secret|token|captcha|authorization/i;
+const SECRET_WORDS = /pass(word|wd)?|secret|token|captcha|authorization|prly_/i;
 
 /**
  * A URL for logging, secrets left out. The query string of /graphql is dropped whole. Elsewhere

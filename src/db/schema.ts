@@ -568,3 +568,35 @@ export const webhookDeliveries = pgTable(
 
 export type WebhookEndpoint = typeof webhookEndpoints.$inferSelect;
 export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
+
+/**
+ * A merchant's API keys for its servers and bots (docs/integration.md "API keys"). Only the
+ * SHA-256 of the whole key is kept (keys are 256-bit random, so a plain hash is enough) and a
+ * short display prefix; the key itself is answered once, at creation.
+ */
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    /** Scopes (src/resolvers/integration/api-keys/scopes.ts). */
+    scopes: jsonb('scopes').$type<string[]>().notNull(),
+    /** SHA-256 (hex) of the whole key. */
+    hash: text('hash').notNull().unique(),
+    /** The key's first characters (`prly_` and a few more), to recognise it in a list. */
+    displayPrefix: text('display_prefix').notNull(),
+    /** The admin agent that created it; null when made otherwise (a bot's key, the CLI) or that agent is gone. */
+    createdBy: text('created_by').references(() => agents.id, { onDelete: 'set null' }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    /** Updated at most once a minute per key (API_KEY_LAST_USED_WRITE_SECONDS). */
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true }),
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [index('api_keys_merchant').on(t.merchantId, t.createdAt)],
+);
+
+export type ApiKey = typeof apiKeys.$inferSelect;

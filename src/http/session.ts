@@ -165,6 +165,9 @@ function tokenOf(req: IncomingMessage): string | undefined {
   return token;
 }
 
+/** Whether a request carries the agent Session cookie (whatever its value). */
+export const hasSessionCookie = (req: IncomingMessage) => cookieValue(req.headers.cookie, SESSION_COOKIE) !== undefined;
+
 function cookieValue(header: string | undefined, name: string): string | undefined {
   for (const part of (header ?? '').split(';')) {
     const eq = part.indexOf('=');

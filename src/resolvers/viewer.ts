@@ -4,6 +4,7 @@ import { preparedQuery } from '../db/prepared.js';
 import { type Agent, agents, merchants, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
+import { isApiKeyShaped } from '../ids.js';
 import { publishSessionEnded } from './events.js';
 import { agentSessionsKey, noteSessionSeen, type SessionPort } from './session.js';
 
@@ -132,6 +133,11 @@ export async function endSession(deps: Deps, session: SessionPort, agentId: stri
  */
 export async function requireVisitor(deps: Deps, token: string | undefined): Promise<VisitorViewer> {
   if (!token) throw visitorUnauthenticated();
+  if (isApiKeyShaped(token))
+    throw new DomainError(
+      'VISITOR_UNAUTHENTICATED',
+      'An API key (prly_…) is not a visitor token: send a visitor token',
+    );
   return requireVisitorByHash(deps, hashToken(token));
 }
 

@@ -5,7 +5,7 @@ import { preparedQuery } from '../db/prepared.js';
 import { visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
-import { newId, newSecret } from '../ids.js';
+import { isApiKeyShaped, newId, newSecret } from '../ids.js';
 import { type BusinessHoursView, businessHoursAt } from './availability/business-hours.js';
 import { displayName, languageTag, parseInput, required, text } from './inputs.js';
 import { enqueueWebhookEvent } from './integration/webhooks/events.js';
@@ -179,7 +179,9 @@ export async function issueVisitorToken(
     visitorId = await createVisitor(deps, merchant.id, input);
   }
 
-  const token = newSecret(32);
+  let token = newSecret(32);
+  // base64url may start with `prly_` (about once in 10^9): such a token would read as an API key.
+  while (isApiKeyShaped(token)) token = newSecret(32);
   const expiresIn = deps.config.visitorTokenTtlSeconds;
   await deps.db.insert(visitorTokens).values({
     tokenHash: hashToken(token),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { agentEndpoints } from './agent.js';
+import { apiKeyEndpoints } from './api-keys.js';
 import { attachmentEndpoints } from './attachments.js';
 import { availabilityEndpoints } from './availability.js';
 import { chatEndpoints } from './chat.js';
@@ -28,6 +29,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...deskSettingsEndpoints,
   ...attachmentEndpoints,
   ...webhookEndpoints,
+  ...apiKeyEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,
   ...operationsEndpoints,

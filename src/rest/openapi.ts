@@ -56,6 +56,8 @@ const securityOf: Record<AnyRoute['identity'], Record<string, string[]>[] | unde
   visitor: [{ visitorBearer: [] }],
   internal: [{ internalBearer: [] }],
   participant: [{ visitorBearer: [] }, ...agentSecurity],
+  apiKey: [{ apiKeyBearer: [] }],
+  adminOrApiKey: [...agentSecurity, { apiKeyBearer: [] }],
 };
 
 /** The answers every endpoint of an identity may give besides its success. */
@@ -69,9 +71,16 @@ function errorResponses(route: AnyRoute): Record<string, string> {
     errors['401'] = 'Visitor token missing, invalid or expired (1401).';
   if (route.identity === 'agent') errors['403'] = 'ticket_agent on an online-reception endpoint (1403).';
   if (route.identity === 'internal') errors['403'] = 'Missing or wrong internal token (1403).';
+  if (route.identity === 'apiKey' || route.identity === 'adminOrApiKey') {
+    errors['401'] = 'API key missing, unknown, revoked or expired (1411).';
+    errors['403'] = route.scope
+      ? `The API key lacks the scope \`${route.scope}\` (1412)${route.identity === 'adminOrApiKey' ? '; an agent that is not an admin (1403)' : ''}.`
+      : 'The API key lacks the scope (1412).';
+  }
   // What a visitor or agent addresses (a conversation, a visitor, an attachment) may not exist
   // for it — another merchant's included, without telling which.
-  if (route.input && ['agent', 'visitor', 'participant'].includes(route.identity)) errors['404'] = 'Not found (1404).';
+  if (route.input && ['agent', 'visitor', 'participant', 'apiKey', 'adminOrApiKey'].includes(route.identity))
+    errors['404'] = 'Not found (1404).';
   errors['405'] = 'The path exists with another method (1405); see `Allow`.';
   if (route.method === 'post') errors['413'] = `Body larger than ${MAX_BODY} (1413).`;
   errors['429'] = 'Rate-limited (1429); see Retry-After.';
@@ -204,6 +213,11 @@ export function buildOpenApiDocument(routes: readonly AnyRoute[], opts: { versio
     type: 'http',
     scheme: 'bearer',
     description: 'A visitor token from POST /visitor/token.',
+  });
+  registry.registerComponent('securitySchemes', 'apiKeyBearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'A merchant API key (`prly_…`), created by an admin (docs/integration.md "API keys").',
   });
   registry.registerComponent('securitySchemes', 'internalBearer', {
     type: 'http',

@@ -9,6 +9,8 @@ import { bearerToken, clientIp } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
 import { loggableError } from '../log.js';
 import { parseInput } from '../resolvers/inputs.js';
+import { type ApiKeyViewer, authenticateApiKey } from '../resolvers/integration/api-keys/authenticate.js';
+import { type ApiKeyScope, requireScope } from '../resolvers/integration/api-keys/scopes.js';
 import { type AgentViewer, requireAgent, requireVisitor, type VisitorViewer } from '../resolvers/viewer.js';
 import { sendError, sendOk } from './envelope.js';
 
@@ -31,9 +33,21 @@ extendZodWithOpenApi(z);
  * - `visitor`: `Authorization: Bearer <visitor token>`, else 1401;
  * - `internal`: `Authorization: Bearer <INTERNAL_API_TOKEN>`, else 1403;
  * - `participant`: a valid visitor bearer, else a valid agent Session, else nobody (`viewer`
- *   undefined): for endpoints either side calls (attachment downloads, Pusher channel authorization).
+ *   undefined): for endpoints either side calls (attachment downloads, Pusher channel authorization);
+ * - `apiKey`: `Authorization: Bearer prly_…`, a live API key (with the route's `scope`, if any), else 1411
+ *   (no, unknown, revoked or expired key) or 1412 (scope missing);
+ * - `adminOrApiKey`: an admin agent's Session (as `agent`), or an API key with the route's `scope`
+ *   (as `apiKey`): the merchant's management operations a server may also call (webhooks).
  */
-export type Identity = 'public' | 'session' | 'agent' | 'visitor' | 'internal' | 'participant';
+export type Identity =
+  | 'public'
+  | 'session'
+  | 'agent'
+  | 'visitor'
+  | 'internal'
+  | 'participant'
+  | 'apiKey'
+  | 'adminOrApiKey';
 
 type ViewerOf<I extends Identity> = I extends 'agent'
   ? AgentViewer
@@ -41,7 +55,11 @@ type ViewerOf<I extends Identity> = I extends 'agent'
     ? VisitorViewer
     : I extends 'participant'
       ? AgentViewer | VisitorViewer | undefined
-      : undefined;
+      : I extends 'apiKey'
+        ? ApiKeyViewer
+        : I extends 'adminOrApiKey'
+          ? AgentViewer | ApiKeyViewer
+          : undefined;
 
 /** How a POST body may be encoded. `multipart` bodies are left unread for the handler to stream. */
 export type BodyEncoding = 'form' | 'json' | 'multipart';
@@ -66,6 +84,8 @@ interface Common<I extends Identity> {
   errors?: Record<number, string>;
   /** Mounted only when this holds (e.g. the internal API needs its token configured). */
   enabled?: (config: Config) => boolean;
+  /** `apiKey` and `adminOrApiKey` endpoints: the scope a key needs. */
+  scope?: I extends 'apiKey' | 'adminOrApiKey' ? ApiKeyScope : never;
 }
 
 /** An endpoint answering the `{code, msg, data}` envelope. */
@@ -130,11 +150,26 @@ export const encodingsOf = (route: AnyRoute): BodyEncoding[] =>
 /** The largest body any endpoint reads (multipart uploads stream under their own limits). */
 export const MAX_BODY = '64kb';
 
+/** An API key, with the route's scope when it declares one. */
+async function apiKeyViewer(deps: Deps, route: AnyRoute, req: Request): Promise<ApiKeyViewer> {
+  const viewer = await authenticateApiKey(deps, bearerToken(req));
+  return route.scope ? requireScope(viewer, route.scope) : viewer;
+}
+
 /** The identity check of each kind, run before the input is parsed. */
-async function viewerFor(deps: Deps, identity: Identity, req: Request): Promise<unknown> {
+async function viewerFor(deps: Deps, route: AnyRoute, req: Request): Promise<unknown> {
+  const { identity } = route;
   switch (identity) {
     case 'agent':
       return requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config));
+    case 'apiKey':
+      return apiKeyViewer(deps, route, req);
+    case 'adminOrApiKey': {
+      // A bearer names the caller: a key (checked as such), never a visitor token or a Session.
+      const token = bearerToken(req);
+      if (token) return apiKeyViewer(deps, route, req);
+      return requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config));
+    }
     case 'visitor':
       return requireVisitor(deps, bearerToken(req));
     case 'participant': {
@@ -202,7 +237,7 @@ function refuse(deps: Deps, route: AnyRoute, req: Request, res: Response, error:
 function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
   return async (req, res) => {
     try {
-      const viewer = await viewerFor(deps, route.identity, req);
+      const viewer = await viewerFor(deps, route, req);
       const raw = route.method === 'get' ? queryObject(req) : req.body;
       const input = route.input ? parseInput(route.input, raw) : undefined;
       const ctx = { deps, req, res, viewer, input } as RouteContext<Identity, unknown>;

@@ -1,6 +1,7 @@
 import SchemaBuilder from '@pothos/core';
 import type { Deps } from '../deps.js';
 import type { ChannelViewer } from '../resolvers/channels.js';
+import type { ApiKeyViewer } from '../resolvers/integration/api-keys/authenticate.js';
 import type { SessionDirectory, SessionPort } from '../resolvers/session.js';
 import type { AgentViewer, VisitorViewer } from '../resolvers/viewer.js';
 import type { ChannelEvent } from '../stores/bus.js';
@@ -12,12 +13,20 @@ export interface GraphQLContext {
   agent(): Promise<AgentViewer>;
   /** The visitor of the `Authorization: Bearer` token (header or socket init `authorization`). */
   visitor(): Promise<VisitorViewer>;
+  /**
+   * The API key of `Authorization: Bearer prly_…` (HTTP only: sockets take no key), checked once
+   * per operation; API_KEY_INVALID otherwise.
+   */
+  apiKey(): Promise<ApiKeyViewer>;
   /** The HTTP request's visitor bearer token, for revoking it; absent on sockets. */
   visitorToken?: string;
   /** The HTTP request's Session, for login and logout; absent on sockets. */
   session?: SessionPort;
-  /** The identity this request or socket presents: `visitor` when it carries a Bearer token, else `agent`. */
-  identity: 'agent' | 'visitor';
+  /**
+   * The identity this request or socket presents: `apiKey` when it carries a `prly_` Bearer key,
+   * `visitor` when it carries another Bearer token, else `agent`.
+   */
+  identity: 'agent' | 'visitor' | 'apiKey';
   wsAddress: string;
   clientIp: string;
   /** The stored agent Sessions (the Session list, ending a Session); HTTP only, absent on sockets. */

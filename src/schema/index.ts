@@ -12,6 +12,7 @@ import './availability.js';
 import './desk/admin.js';
 import './desk/settings.js';
 import './webhooks.js';
+import './api-keys.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });

@@ -5,8 +5,10 @@ import type { Deps } from '../deps.js';
 import { classifyError, DomainError, graphqlCodeOf, notLoggedIn } from '../errors.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
 import { requestSessionPort, sessionDirectory } from '../http/session.js';
+import { isApiKeyShaped } from '../ids.js';
 import { loggableError } from '../log.js';
 import { observabilityPlugin } from '../observability/graphql.js';
+import { type ApiKeyViewer, authenticateApiKey } from '../resolvers/integration/api-keys/authenticate.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
 import { schema } from './index.js';
@@ -45,20 +47,28 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
 
 /**
  * One identity per request, never both merged: a request carrying a visitor bearer token is a
- * visitor (agent fields answer UNAUTHENTICATED even if a Session cookie rides along).
+ * visitor (agent fields answer UNAUTHENTICATED even if a Session cookie rides along); one
+ * carrying an API key (`prly_…`) is that key (agent and visitor fields refuse it).
  */
 function httpContext(deps: Deps, req: Request): GraphQLContext {
   const bearer = bearerToken(req);
-  // Visitor requests skip the Session middleware (app.ts): they have no agent Session.
+  const isKey = bearer !== undefined && isApiKeyShaped(bearer);
+  // Bearer requests skip the Session middleware (app.ts): they have no agent Session.
   const session = bearer ? undefined : requestSessionPort(req);
   const address = clientIp(req, deps.config);
+  let apiKey: Promise<ApiKeyViewer> | undefined;
   return {
     deps,
     agent: () => (session ? requireAgent(deps, session, address) : Promise.reject(notLoggedIn())),
     visitor: () => requireVisitor(deps, bearer),
-    visitorToken: bearer,
+    // Once per operation: one request counts once against the key's budget.
+    apiKey: () => {
+      apiKey ??= authenticateApiKey(deps, isKey ? bearer : undefined);
+      return apiKey;
+    },
+    visitorToken: isKey ? undefined : bearer,
     session,
-    identity: bearer ? 'visitor' : 'agent',
+    identity: isKey ? 'apiKey' : bearer ? 'visitor' : 'agent',
     wsAddress: wsAddressFor(req, deps.config),
     clientIp: address,
     sessionDirectory: () => {

@@ -1,10 +1,12 @@
 import type { Context } from 'graphql-ws';
 import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
+import { DomainError } from '../errors.js';
 import { requireAgent, requireVisitor, requireVisitorByHash } from '../resolvers/viewer.js';
 import type { GraphQLContext } from '../schema/builder.js';
 import type { Connection, SocketIdentity } from './connection.js';
 import type { ChannelSubscription, FanoutSocket } from './fanout.js';
+import { API_KEYS_OVER_HTTP_ONLY } from './ws-identity.js';
 
 export const SLOW_REASON = 'Slow consumer: reconnect and resume with since';
 
@@ -57,6 +59,8 @@ export class GraphqlWsConnection {
       agent: async () => requireAgent(deps, await connection.sessionPort(), connection.address),
       visitor: () =>
         identity.kind === 'visitor' ? requireVisitorByHash(deps, identity.tokenHash) : requireVisitor(deps, undefined),
+      // Keys are for server-to-server HTTP; a socket never carries one (ws-identity.ts refuses it).
+      apiKey: () => Promise.reject(new DomainError('API_KEY_INVALID', API_KEYS_OVER_HTTP_ONLY)),
       identity: identity.kind,
       wsAddress: this.wsAddress,
       clientIp: connection.address,

@@ -1,8 +1,13 @@
 import { TWO_IDENTITIES } from '../http/request.js';
+import { isApiKeyShaped } from '../ids.js';
 import { hashToken } from '../resolvers/viewer.js';
 import type { SocketIdentity } from './connection.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{16,128}$/;
+
+/** Why a socket presenting an API key is refused (docs/integration.md "API keys"). */
+export const API_KEYS_OVER_HTTP_ONLY =
+  'API keys are for server-to-server HTTP (REST, GraphQL over HTTP), not sockets: receive events by webhook';
 
 /** A `connection_init` member by name, in any capitalisation (`Authorization`, as HTTP headers are usually written). */
 function param(params: Record<string, unknown>, name: string): unknown {
@@ -29,6 +34,7 @@ export function presentedIdentity(
   if (authorization !== undefined && token !== undefined && token !== '') return { mistake: TWO_IDENTITIES };
   if (authorization !== undefined) {
     const bearer = typeof authorization === 'string' && /^Bearer\s+(\S{1,512})$/i.exec(authorization)?.[1];
+    if (bearer && isApiKeyShaped(bearer)) return { mistake: API_KEYS_OVER_HTTP_ONLY };
     return bearer
       ? { identity: { kind: 'visitor', tokenHash: hashToken(bearer) }, appkey }
       : { mistake: 'authorization must be "Bearer <visitor token>"' };
