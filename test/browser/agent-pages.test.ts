@@ -1,5 +1,6 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
@@ -9,6 +10,7 @@ import {
   openWorkbenchLoggedIn,
   publish,
   screenshot,
+  showDeveloperFeed,
   waitForSubscription,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -50,6 +52,7 @@ describeInBrowser('agent pages in a real browser', () => {
     await page.getByRole('heading', { name: 'Agent login' }).waitFor();
     expect(await page.getByRole('button', { name: /captcha/i }).isVisible()).toBe(true);
     await screenshot(page, 'agent-login');
+    await expectNoSeriousViolations(page, 'the login page');
     expect(tab.problems).toEqual([]);
   });
 
@@ -64,8 +67,19 @@ describeInBrowser('agent pages in a real browser', () => {
     expect(await conversations.nth(0).getAttribute('data-pinned')).toBe('true');
     expect(await conversations.nth(0).locator('.badge.pinned').textContent()).toBe('Pinned');
     const unread = conversations.nth(1).locator('.badge.unread');
-    expect(await unread.textContent()).toBe('3');
-    expect(await unread.getAttribute('aria-label')).toBe('3 unread');
+    expect(await unread.locator('[aria-hidden="true"]').textContent()).toBe('3');
+    expect(await unread.getAttribute('title')).toBe('3 unread');
+    // Read out with the name: "王先生 3 unread".
+    await page.getByRole('button', { name: '王先生 3 unread' }).waitFor();
+    expect(await conversations.nth(1).getAttribute('data-unread')).toBe('3');
+    expect(await page.title()).toBe('(3) Alice · Demo Shop · Parley');
+    // Relative times, with the full date as the tooltip.
+    const when = conversations.nth(1).locator('time.conversation-time');
+    expect(await when.textContent()).toMatch(/now|ago/);
+    expect(await when.getAttribute('title')).toMatch(/\d/);
+    // The raw event feed is a developer's tool: hidden until its switch is on.
+    expect(await page.locator('#live-panel').isHidden()).toBe(true);
+    expect(await page.getByRole('checkbox', { name: 'Show the live event feed' }).isChecked()).toBe(false);
 
     expect(await page.locator('#agent-nickname').textContent()).toBe('Alice');
     expect(await page.locator('#agent-avatar').getAttribute('src')).toBe('/assets/avatar-alice.svg');
@@ -75,6 +89,7 @@ describeInBrowser('agent pages in a real browser', () => {
     // Connected: the state shown is the one the server has now (presence), not the one before connecting.
     await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
     await screenshot(page, 'agent-workbench');
+    await expectNoSeriousViolations(page, 'the workbench, no conversation open');
     await page.setViewportSize({ width: 390, height: 844 });
     await screenshot(page, 'agent-workbench-phone');
     expect(tab.problems).toEqual([]);
@@ -87,6 +102,7 @@ describeInBrowser('agent pages in a real browser', () => {
     await waitForSubscription(page, t, `agent-${data.agent.agent_id}`);
     await waitForSubscription(page, t, `global-${data.setting.bid}`);
 
+    await showDeveloperFeed(page);
     const personal = await publish(t, `agent-${data.agent.agent_id}`, 'shop.test', { text: 'Hello Alice' });
     const item = page.locator(`#event-feed li[data-event-id="${personal.id}"]`);
     await item.waitFor();
@@ -96,6 +112,11 @@ describeInBrowser('agent pages in a real browser', () => {
     const global = await publish(t, `global-${data.setting.bid}`, 'shop.broadcast', { text: 'Hello team' });
     await page.locator(`#event-feed li[data-event-id="${global.id}"]`).waitFor();
     await screenshot(page, 'agent-workbench-event');
+    await expectNoSeriousViolations(page, 'the workbench with the developer feed on');
+    // The switch is remembered: after a reload the feed is still shown.
+    await page.reload();
+    await page.locator('#live-panel').waitFor();
+    expect(await page.getByRole('checkbox', { name: 'Show the live event feed' }).isChecked()).toBe(true);
     expect(tab.problems).toEqual([]);
   });
 
@@ -105,6 +126,7 @@ describeInBrowser('agent pages in a real browser', () => {
     const { data } = await bootstrapOf(page);
     const channel = `agent-${data.agent.agent_id}`;
     await waitForSubscription(page, t, channel);
+    await showDeveloperFeed(page);
 
     const seen = await publish(t, channel, 'shop.before', { n: 1 });
     await page.locator(`#event-feed li[data-event-id="${seen.id}"]`).waitFor();
@@ -147,6 +169,7 @@ describeInBrowser('agent pages in a real browser', () => {
       return img.complete && img.naturalWidth > 0 && img.src.includes('rand=');
     });
     await screenshot(page, 'agent-login-failed');
+    await expectNoSeriousViolations(page, 'the login page after a failed login');
 
     // The new image's captcha is the one that counts now.
     await page.getByRole('textbox', { name: /captcha/i }).fill('test1');
@@ -165,6 +188,7 @@ describeInBrowser('agent pages in a real browser', () => {
     await page.goto(`${t.url}/agent/`);
     expect(new URL(page.url()).pathname).toBe('/agent/ticket');
     await screenshot(page, 'agent-ticket-entry');
+    await expectNoSeriousViolations(page, 'the ticket entry');
 
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.waitForURL(`${t.url}/agent/login`);
@@ -179,6 +203,7 @@ describeInBrowser('agent pages in a real browser', () => {
     expect(await page.locator('#join-scope').isVisible()).toBe(false);
     expect(await page.getByRole('button', { name: 'Register', exact: true }).isDisabled()).toBe(true);
     await screenshot(page, 'join-registration-off');
+    await expectNoSeriousViolations(page, 'the registration page, registration off');
     expect(tab.problems).toEqual([]);
   });
 

@@ -206,7 +206,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       expect(new Set(keys).size).toBe(1);
       await poll(() => visitor.locator('#messages li[data-pending]').count()).toBe(0);
       // Not open on the workbench yet: one unread message there, read when opened.
-      await poll(() => item.locator('.badge.unread').allTextContents()).toEqual(['1']);
+      await poll(() => item.locator('.badge.unread [aria-hidden="true"]').allTextContents()).toEqual(['1']);
       await item.locator('.conversation-open').click();
       await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Sent on a weak network' }).waitFor();
       await poll(() => item.locator('.badge.unread').count()).toBe(0);

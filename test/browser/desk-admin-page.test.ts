@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { merchants } from '../../src/db/schema.js';
+import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
@@ -83,6 +84,7 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     await admin.getByText('Settings saved.').waitFor();
     await admin.locator('#audit tr', { hasText: 'settings.updated' }).waitFor();
     await screenshot(admin, 'desk-admin');
+    await expectNoSeriousViolations(admin, 'the admin page with agents, a group and saved settings');
 
     // The visitor bootstrap of that merchant reflects them.
     const appkey = merchant?.appkey ?? '';

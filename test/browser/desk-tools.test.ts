@@ -3,6 +3,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import { createCannedResponse } from '../../src/resolvers/desk/canned.js';
+import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   browserAvailable,
@@ -141,6 +142,7 @@ describeInBrowser('the workbench’s desk tools', () => {
       await agent.locator('#messages li.note', { hasText: 'offer free shipping' }).waitFor();
       expect(await agent.locator('#messages script').count()).toBe(0);
       await screenshot(agent, 'desk-tools-workbench');
+      await expectNoSeriousViolations(agent, 'the workbench with a note and labels');
 
       // The visitor's page: the messages, no note (and no seq hole left to fetch).
       await visitor.locator('#messages li', { hasText: 'Thanks!' }).waitFor();

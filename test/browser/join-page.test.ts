@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { expectNoSeriousViolations } from '../support/axe.js';
 import { type BrowserTab, describeInBrowser, launchChromium, openTab, screenshot } from '../support/browser.js';
 import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -75,6 +76,7 @@ describeInBrowser('registration page in a real browser (SMS registration on)', (
     await sendCode(mobile);
 
     await page.getByText('SMS code sent').waitFor();
+    await expectNoSeriousViolations(page, 'the registration page, SMS code sent');
     const send = page.locator('#sms-send');
     expect(await send.isDisabled()).toBe(true);
     expect(await send.textContent()).toMatch(/^Resend in \d+ s$/);
@@ -98,6 +100,7 @@ describeInBrowser('registration page in a real browser (SMS registration on)', (
     await page.waitForURL(`${t.url}/agent/admin`);
     await page.locator('#agents tr[data-agent="join-test-owner"]').waitFor();
     await screenshot(page, 'join-registered');
+    await expectNoSeriousViolations(page, 'the admin page of a new merchant');
     expect(tab.problems).toEqual([]);
   });
 

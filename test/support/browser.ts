@@ -107,6 +107,12 @@ export async function openWorkbenchLoggedIn(
   await page.goto(`${t.url}/agent/`);
 }
 
+/** Turns the workbench's developer switch on: the raw event feed shows (it is hidden by default). */
+export async function showDeveloperFeed(page: Page) {
+  await page.getByRole('checkbox', { name: 'Show the live event feed' }).check();
+  await page.locator('#live-panel').waitFor();
+}
+
 /** Publishes an event through the internal API, as the services the spec leaves out do. */
 export async function publish(t: TestApp, channel: string, event: string, data: unknown): Promise<{ id: string }> {
   const res = await fetch(`${t.url}/internal/events`, {
@@ -129,7 +135,8 @@ export async function waitForSubscription(page: Page, t: TestApp, channel: strin
     const probe = await publish(t, channel, 'test.probe', { attempt });
     const shown = await page
       .locator(`#event-feed li[data-event-id="${probe.id}"]`)
-      .waitFor({ timeout: 500 })
+      // Attached, not visible: the workbench's feed is hidden unless its developer switch is on.
+      .waitFor({ state: 'attached', timeout: 500 })
       .then(() => true)
       .catch(() => false);
     if (shown) return;

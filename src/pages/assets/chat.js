@@ -117,8 +117,12 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
         'data-client-msg-id': m.client_msg_id ?? undefined,
         'data-read': read ? 'true' : undefined,
       },
-      who ? el('span', { className: 'message-sender', text: who }) : null,
-      m.content ? el('p', { className: 'message-text', text: m.recalled ? '(recalled)' : m.content }) : null,
+      // Names and text isolated from what is around them (issue 27 row 8): a right-to-left mark
+      // or override in either cannot reorder the rest of the line.
+      who ? el('span', { className: 'message-sender' }, el('bdi', { text: who })) : null,
+      m.content
+        ? el('p', { className: 'message-text', dir: 'auto', text: m.recalled ? '(recalled)' : m.content })
+        : null,
       m.attachment ? renderAttachment(m.attachment, loadAttachment) : null,
       el(
         'span',
@@ -142,8 +146,8 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
         'data-after-seq': n.after_seq,
         'data-conversation': n.conversation_id,
       },
-      el('span', { className: 'message-sender', text: `Note · ${n.agent_nickname || 'an agent'}` }),
-      el('p', { className: 'message-text', text: n.content }),
+      el('span', { className: 'message-sender' }, 'Note · ', el('bdi', { text: n.agent_nickname || 'an agent' })),
+      el('p', { className: 'message-text', dir: 'auto', text: n.content }),
       el(
         'span',
         { className: 'message-meta' },
@@ -161,7 +165,7 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
       'li',
       { className: `message from-${self} mine pending`, 'data-client-msg-id': p.clientMsgId, 'data-pending': p.state },
       el('span', { className: 'message-sender', text: 'You' }),
-      p.content ? el('p', { className: 'message-text', text: p.content }) : null,
+      p.content ? el('p', { className: 'message-text', dir: 'auto', text: p.content }) : null,
       p.attachment ? renderAttachment(p.attachment, loadAttachment) : null,
       el('span', {
         className: 'message-meta',
@@ -276,13 +280,18 @@ export function renderAttachment(a, load) {
     viaLoader(link);
     return link;
   }
-  const link = el('a', {
-    className: 'attachment-link file',
-    href: href || undefined,
-    download: a.name,
-    'data-attachment-id': a.attachment_id,
-    text: `${a.name} (${formatBytes(a.size)})`,
-  });
+  const link = el(
+    'a',
+    {
+      className: 'attachment-link file',
+      href: href || undefined,
+      download: a.name,
+      'data-attachment-id': a.attachment_id,
+    },
+    // The name isolated: a bidi override left in it cannot turn "(6 B)" or the line around.
+    el('bdi', { text: a.name }),
+    ` (${formatBytes(a.size)})`,
+  );
   viaLoader(link);
   return link;
 }

@@ -1,5 +1,6 @@
 // @ts-check
 import { callJson, el } from '/assets/api.js';
+import { truncate } from '/assets/text.js';
 
 /**
  * The workbench's desk tools (docs/desk.md "Desk tools"): the canned-response picker of the
@@ -54,7 +55,7 @@ export function cannedPicker(input, picker, { onError }) {
           el('span', { className: 'canned-shortcut', text: `/${c.shortcut}` }),
           el('span', {
             className: 'canned-content',
-            text: c.content.length > 80 ? `${c.content.slice(0, 80)}…` : c.content,
+            text: truncate(c.content, 80),
           }),
           c.scope === 'merchant' ? null : el('span', { className: 'hint', text: ' (yours)' }),
         ),

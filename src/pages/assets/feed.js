@@ -1,5 +1,6 @@
 // @ts-check
 import { el } from '/assets/api.js';
+import { truncate } from '/assets/text.js';
 
 /** @typedef {import('/assets/realtime.js').PageStatus} PageStatus */
 
@@ -14,7 +15,8 @@ const timeOf = (/** @type {string} */ iso) => {
 const summary = (/** @type {unknown} */ data) => {
   if (data === undefined || data === null) return '';
   const text = typeof data === 'string' ? data : JSON.stringify(data);
-  return text.length > 400 ? `${text.slice(0, 400)}…` : text;
+  // Cut on characters, never inside a surrogate pair (issue 27 row 8): an emoji stays whole or goes.
+  return truncate(text, 400);
 };
 
 /**
@@ -94,3 +96,39 @@ export const describeSince = (/** @type {Record<string, string | null>} */ since
   Object.entries(since)
     .map(([channel, id]) => (id ? `${channel} since ${id}` : `${channel} from now`))
     .join(', ');
+
+/**
+ * The switch that shows the raw event feed (a developer's tool, off by default). The choice is
+ * remembered in `localStorage` under `key`; it is a display preference only, never an identity
+ * or capability. The feed keeps recording while hidden, so turning it on shows recent events.
+ * @param {HTMLInputElement} toggle a checkbox
+ * @param {HTMLElement} panel
+ * @param {string} key
+ */
+export function developerToggle(toggle, panel, key) {
+  const read = () => {
+    try {
+      return localStorage.getItem(key) === 'on';
+    } catch {
+      return false; // storage refused (privacy settings): the default
+    }
+  };
+  const apply = (/** @type {boolean} */ on) => {
+    toggle.checked = on;
+    panel.hidden = !on;
+  };
+  apply(read());
+  toggle.addEventListener('change', () => {
+    apply(toggle.checked);
+    try {
+      if (toggle.checked) localStorage.setItem(key, 'on');
+      else localStorage.removeItem(key);
+    } catch {
+      // not remembered; the switch still works for this page
+    }
+  });
+  // Another tab changed it: follow.
+  addEventListener('storage', (event) => {
+    if (event.key === key) apply(read());
+  });
+}

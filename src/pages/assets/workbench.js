@@ -2,16 +2,18 @@
 import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/api.js';
 import { messageLog, newClientMsgId, sendOnce, typingIndicator, typingNotifier, uploadFile } from '/assets/chat.js';
 import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
+import { conversationRow, queueRow, sortConversations, unreadTotal } from '/assets/conversations.js';
 import { cannedPicker, labelBar, loadNotes, writeNote } from '/assets/desk.js';
-import { describeSince, eventFeed, showConnection } from '/assets/feed.js';
+import { describeSince, developerToggle, eventFeed, showConnection } from '/assets/feed.js';
 import { openChannels } from '/assets/realtime.js';
+import { keepRelativeTimesCurrent, truncate } from '/assets/text.js';
 
 /**
  * @typedef {import('/assets/chat.js').Message} Message
  * @typedef {import('/assets/chat.js').MessagePage} MessagePage
  * @typedef {{ event: string, position: string, channel: string, data: any, at: string }} ChannelEvent
- * @typedef {{ id: string, name: string, unread_count: number, pinned_at: number, timestamp: number, items?: { content?: unknown }[] }} Chatting
- * @typedef {{ visitor_id: string, visitor_name: string, queue_position: number | null, state: string, created_at: number }} QueuedConversation
+ * @typedef {import('/assets/conversations.js').Chatting} Chatting
+ * @typedef {import('/assets/conversations.js').QueuedConversation} QueuedConversation
  * @typedef {{ visitorId: string, name: string, state: 'active' | 'queued' | 'closed' | 'elsewhere' }} OpenChat
  */
 
@@ -32,6 +34,12 @@ const composer = byId('composer', HTMLFormElement);
 const picker = byId('attachment', HTMLInputElement);
 const progress = byId('upload-progress', HTMLProgressElement);
 const attachmentResult = byId('attachment-result');
+const announcer = byId('announcer');
+
+// The raw event feed is a developer's tool: shown only when its switch is on (remembered).
+developerToggle(byId('dev-events', HTMLInputElement), byId('live-panel'), 'parley.workbench.dev-events');
+// "3 minutes ago" in the conversation list and the queue stays true while the page is open.
+keepRelativeTimesCurrent(main);
 
 // Everything the page knows about the agent, merchant and capabilities comes from the last
 // /agent/data/get answer: never from the URL or local storage (spec).
@@ -139,21 +147,7 @@ async function loadQueue() {
   const list = body.data.list;
   queue = new Map(list.map((c) => [c.visitor_id, c]));
   byId('queue-empty').hidden = list.length > 0;
-  byId('queue-list').replaceChildren(
-    ...list.map((c) =>
-      el(
-        'li',
-        { className: 'queued-conversation', 'data-uid': c.visitor_id },
-        el(
-          'button',
-          { type: 'button', className: 'conversation-open', 'data-open': c.visitor_id },
-          el('span', { className: 'conversation-name', text: c.visitor_name }),
-          el('span', { className: 'badge queued', text: `#${c.queue_position ?? '?'}` }),
-        ),
-        el('button', { type: 'button', className: 'claim', 'data-claim': c.visitor_id, text: 'Claim' }),
-      ),
-    ),
-  );
+  byId('queue-list').replaceChildren(...list.map(queueRow));
 }
 
 /** Reloads the bootstrap once for a burst of events that change it. */
@@ -180,7 +174,8 @@ function clearState() {
 function render(data) {
   const { agent, setting, extensions } = data;
   const levelLabel = extensions?.account_level_options?.[agent.level] ?? agent.level;
-  document.title = `${agent.nickname} · ${setting.appname} · Parley`;
+  const unread = unreadTotal(Object.values(data.chatting ?? {}));
+  document.title = `${unread > 0 ? `(${unread}) ` : ''}${agent.nickname} · ${setting.appname} · Parley`;
   byId('merchant-name').textContent = setting.appname;
   setAvatar(byId('agent-avatar', HTMLImageElement), agent.avatar);
   byId('agent-nickname').textContent = agent.nickname;
@@ -234,45 +229,16 @@ function renderState(/** @type {string} */ state) {
 /** @param {string} term @param {unknown} value */
 const fact = (term, value) => [el('dt', { text: term }), el('dd', { text: value ?? '' })];
 
-/** Pinned conversations first (latest pin first), then the most recent. */
+/** The agent's conversations, pinned first, each with its unread count, last message and time. */
 function renderConversations(/** @type {Record<string, Chatting>} */ chatting) {
-  const entries = Object.values(chatting).sort(
-    (a, b) =>
-      Number(b.pinned_at > 0) - Number(a.pinned_at > 0) || b.pinned_at - a.pinned_at || b.timestamp - a.timestamp,
-  );
+  const entries = sortConversations(chatting);
   mine = new Map(entries.map((c) => [c.id, c]));
   byId('conversations-empty').hidden = entries.length > 0;
-  byId('conversation-list').replaceChildren(
-    ...entries.map((c) => {
-      const last = Array.isArray(c.items) ? c.items[c.items.length - 1] : undefined;
-      const preview = typeof last?.content === 'string' ? last.content : '';
-      const unread = Number(c.unread_count) || 0;
-      return el(
-        'li',
-        {
-          className: 'conversation',
-          'data-uid': c.id,
-          'data-pinned': c.pinned_at > 0 ? 'true' : 'false',
-          'aria-current': open?.visitorId === c.id ? 'true' : undefined,
-        },
-        el(
-          'button',
-          { type: 'button', className: 'conversation-open conversation-head', 'data-open': c.id },
-          el('span', { className: 'conversation-name', text: c.name }),
-          c.pinned_at > 0 ? el('span', { className: 'badge pinned', text: 'Pinned' }) : null,
-          unread > 0
-            ? el('span', { className: 'badge unread', text: String(unread), 'aria-label': `${unread} unread` })
-            : null,
-        ),
-        preview ? el('p', { className: 'conversation-preview', text: preview }) : null,
-        el('time', {
-          className: 'hint',
-          datetime: new Date(c.timestamp * 1000).toISOString(),
-          text: new Date(c.timestamp * 1000).toLocaleString(),
-        }),
-      );
-    }),
-  );
+  // Keep the keyboard focus on the same row when the list is redrawn under it.
+  const focused = document.activeElement instanceof HTMLElement ? document.activeElement.dataset.open : undefined;
+  byId('conversation-list').replaceChildren(...entries.map((c) => conversationRow(c, open?.visitorId)));
+  const again = focused ? byId('conversation-list').querySelector(`[data-open="${CSS.escape(focused)}"]`) : null;
+  if (again instanceof HTMLElement) again.focus();
 }
 
 // ---- the open conversation -----------------------------------------------------------------
@@ -283,7 +249,11 @@ byId('main').addEventListener('click', (event) => {
   const claim = target.closest('[data-claim]');
   if (claim instanceof HTMLElement && claim.dataset.claim) return void claimChat(claim.dataset.claim);
   const opener = target.closest('[data-open]');
-  if (opener instanceof HTMLElement && opener.dataset.open) void openChat(opener.dataset.open);
+  if (opener instanceof HTMLElement && opener.dataset.open)
+    void openChat(opener.dataset.open).then(() => {
+      // Opened from the list: the reply box is where the agent goes next (keyboard users too).
+      if (!input.disabled) input.focus();
+    });
 });
 
 /** Shows one visitor's history (all its conversations) in the chat panel and marks it read. */
@@ -330,7 +300,7 @@ function showOpenChat() {
   if (!open) return;
   open = { ...open, name: nameOf(open.visitorId), state: stateOf(open.visitorId) };
   labels.visitor = open.name;
-  byId('chat-heading').textContent = `Chat with ${open.name}`;
+  byId('chat-heading').replaceChildren('Chat with ', el('bdi', { text: open.name }));
   chatState.dataset.state = open.state;
   chatState.textContent = {
     active: 'Active: you are chatting.',
@@ -386,6 +356,7 @@ loadOlder.addEventListener('click', async () => {
  * @param {Message} m
  */
 async function receive(m) {
+  announce(m);
   if (open?.visitorId !== m.visitor_id) return;
   const last = log.lastSeq(m.conversation_id);
   log.merge([m]);
@@ -401,6 +372,24 @@ async function receive(m) {
     }
   }
   if (m.sender_type !== 'agent') markReadSoon();
+}
+
+/**
+ * Tells screen readers about a visitor's new message (the list is redrawn whole, so it is not a
+ * live region itself): its text when the conversation is open, otherwise who wrote.
+ * @param {Message} m
+ */
+function announce(m) {
+  if (m.sender_type !== 'visitor') return;
+  const known = nameOf(m.visitor_id);
+  const name = known === m.visitor_id ? 'a visitor' : known;
+  const what = m.content ? truncate(m.content, 200) : 'a file';
+  const text = open?.visitorId === m.visitor_id ? `${name}: ${what}` : `New message from ${name}`;
+  // Cleared first, so the same words twice are announced twice.
+  announcer.textContent = '';
+  setTimeout(() => {
+    announcer.textContent = text;
+  }, 50);
 }
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
