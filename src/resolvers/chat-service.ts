@@ -1,6 +1,6 @@
 import type { Deps } from '../deps.js';
 import { closeIdleConversations } from './conversations/closing.js';
-import { drainAllQueues } from './conversations/routing.js';
+import { drainAllQueues } from './conversations/queue.js';
 import { drainOutbox } from './outbox.js';
 
 /**

@@ -26,9 +26,22 @@ const OUTBOX_LOCK_ID = 7_302_104_222;
 /** Rows published per locked round. */
 const BATCH = 200;
 
+/** The outbox row of an event on a channel (several rows go in one insert with `enqueueRows`). */
+export const outboxRow = <N extends EventName>(channel: string, name: N, data: EventData<N>): OutboxRow => ({
+  channel,
+  event: name,
+  data: toWire(name, data) as object,
+});
+export type OutboxRow = typeof eventOutbox.$inferInsert;
+
 /** Writes an event to the outbox inside `tx`; it is published once `tx` has committed. */
 export async function enqueueEvent<N extends EventName>(tx: Tx, channel: string, name: N, data: EventData<N>) {
-  await tx.insert(eventOutbox).values({ channel, event: name, data: toWire(name, data) as object });
+  await tx.insert(eventOutbox).values(outboxRow(channel, name, data));
+}
+
+/** Writes several outbox rows in one statement, in the given order (their ids follow it). */
+export async function enqueueRows(tx: Tx, rows: OutboxRow[]) {
+  if (rows.length > 0) await tx.insert(eventOutbox).values(rows);
 }
 
 /** `db.execute()` answers `{rows}` on PGlite and an array on postgres.js. */

@@ -3,7 +3,7 @@ import { and, eq } from 'drizzle-orm';
 import { type Agent, agents } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
-import { drainQueueQuietly } from './conversations/routing.js';
+import { drainQueueQuietly } from './conversations/queue.js';
 import { publishAgentState } from './events.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from './viewer.js';
 

@@ -9,7 +9,8 @@ import {
 } from '../../src/resolvers/availability/messages-left.js';
 import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
-import { assignAgent, drainQueue } from '../../src/resolvers/conversations/routing.js';
+import { drainQueue } from '../../src/resolvers/conversations/queue.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
 import { codeOf, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';

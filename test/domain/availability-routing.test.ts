@@ -1,6 +1,6 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentGroups, agents, conversations, merchants, messages } from '../../src/db/schema.js';
+import { agentGroups, conversations, merchants, messages } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { chooseAgent } from '../../src/resolvers/availability/routing/policies.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
@@ -95,59 +95,77 @@ describe('routing policies', () => {
   });
 });
 
-/** Conversations and agents of the load test (PostgreSQL with two instances; smaller when embedded). */
-const CONVERSATIONS = Number(process.env.ROUTING_TEST_CONVERSATIONS) || 300;
+/** Conversations of the load test: 1,000 on PostgreSQL with two instances, 200 when embedded (one instance). */
+const CONVERSATIONS = Number(process.env.ROUTING_TEST_CONVERSATIONS) || 1000;
 const AGENTS = 50;
+/** Capacity of each of the two agents of the small group, whose queue outgrows it (the FIFO check). */
+const FIFO_CAPACITY = 3;
 
 describe('routing under load, two instances', () => {
-  it(`${CONVERSATIONS} conversations (at most 200 when embedded) in parallel against ${AGENTS} agents of mixed capacities and groups: 0 over capacity, 0 double assignments, spread ≤ 1`, async () => {
+  it(`${CONVERSATIONS} conversations (200 when embedded) in parallel against ${AGENTS} agents of mixed capacities and groups: 0 over capacity, 0 double assignments, spread ≤ 1, FIFO`, async () => {
     const two = other;
     const n = two ? CONVERSATIONS : Math.min(CONVERSATIONS, 200);
     const m = await f.merchant({ maxConcurrentChats: 30 });
     await deps.db.update(merchants).set({ idleCloseMinutes: 0 }).where(eq(merchants.id, m.merchantId));
     const admin = await f.agent(m, { level: 'admin' });
+    // 48 agents of capacities 10 and 40 in a round-robin and a least-busy group; 2 of capacity 3 in a small group.
     const staff: { viewer: AgentViewer; capacity: number }[] = [];
     for (let i = 0; i < AGENTS; i++) {
-      const capacity = i % 2 === 0 ? 10 : 40;
+      const capacity = i >= AGENTS - 2 ? FIFO_CAPACITY : i % 2 === 0 ? 10 : 40;
       staff.push({ viewer: await f.agent(m, { maxConcurrentChats: capacity }), capacity });
     }
-    const rrMembers = staff.filter((_, i) => i % 4 < 2).map((s) => s.viewer);
-    const lbMembers = staff.filter((_, i) => i % 4 >= 2).map((s) => s.viewer);
+    const big = staff.slice(0, AGENTS - 2);
+    const rrMembers = big.filter((_, i) => i % 4 < 2).map((s) => s.viewer);
+    const lbMembers = big.filter((_, i) => i % 4 >= 2).map((s) => s.viewer);
+    const fifoMembers = staff.slice(AGENTS - 2).map((s) => s.viewer);
     const rr = await group(m, admin, 'load_rr', 'ROUND_ROBIN', rrMembers);
     const lb = await group(m, admin, 'load_lb', 'LEAST_BUSY', lbMembers);
+    const fifo = await group(m, admin, 'load_fifo', 'LEAST_BUSY', fifoMembers);
     for (const s of staff) await f.online(s.viewer);
     const visitors: VisitorViewer[] = [];
-    for (let i = 0; i < n; i++) visitors.push(await f.visitor(m));
+    for (let i = 0; i < n; i += 50)
+      visitors.push(...(await Promise.all(Array.from({ length: Math.min(50, n - i) }, () => f.visitor(m)))));
+    const groupOf = (i: number) => (i % 20 === 0 ? fifo : i % 2 ? rr : lb);
     const timings: number[] = [];
     let next = 0;
+    const started = performance.now();
     const worker = async (w: number) => {
       const on: Deps = two && w % 2 ? two : deps;
       for (let i = next++; i < n; i = next++) {
-        const started = performance.now();
-        await assignAgent(on, visitors[i] as VisitorViewer, { groupId: i % 2 ? rr : lb });
-        timings.push(performance.now() - started);
+        const t = performance.now();
+        await assignAgent(on, visitors[i] as VisitorViewer, { groupId: groupOf(i) });
+        timings.push(performance.now() - t);
       }
     };
-    await Promise.all(Array.from({ length: 8 }, (_, w) => worker(w)));
+    await Promise.all(Array.from({ length: 16 }, (_, w) => worker(w)));
+    const elapsed = performance.now() - started;
 
     const all = staff.map((s) => s.viewer.agentId);
     const counts = await activeOf(all);
     // 0 over capacity.
     expect(staff.filter((s, i) => (counts[i] ?? 0) > s.capacity)).toEqual([]);
     // 0 double assignments: one `assigned` system message per conversation at most.
-    const doubles = await deps.db
-      .select({ c: messages.conversationId, n: sql<number>`count(*)::int` })
-      .from(messages)
-      .where(and(eq(messages.merchantId, m.merchantId), sql`${messages.meta}->>'event' = 'assigned'`))
-      .groupBy(messages.conversationId)
-      .having(sql`count(*) > 1`);
-    expect(doubles).toEqual([]);
-    const [{ assigned } = { assigned: 0 }] = await deps.db
-      .select({ assigned: sql<number>`count(*)::int` })
+    const doubles = async () =>
+      deps.db
+        .select({ c: messages.conversationId, n: sql<number>`count(*)::int` })
+        .from(messages)
+        .where(and(eq(messages.merchantId, m.merchantId), sql`${messages.meta}->>'event' = 'assigned'`))
+        .groupBy(messages.conversationId)
+        .having(sql`count(*) > 1`);
+    expect(await doubles()).toEqual([]);
+    const rows = await deps.db
+      .select({ id: conversations.id, groupId: conversations.groupId, state: conversations.state })
       .from(conversations)
-      .where(and(eq(conversations.merchantId, m.merchantId), eq(conversations.state, 'active')));
-    expect(Number(assigned)).toBe(counts.reduce((x, y) => x + y, 0));
-    // Spread ≤ 1 among agents of the same group and capacity (those not full).
+      .where(eq(conversations.merchantId, m.merchantId));
+    expect(rows).toHaveLength(n);
+    const active = rows.filter((r) => r.state === 'active');
+    expect(active.length).toBe(counts.reduce((x, y) => x + y, 0));
+    // The two big groups have room for all theirs: every one of their conversations is assigned, once.
+    expect(rows.filter((r) => r.groupId !== fifo && r.state !== 'active')).toEqual([]);
+    // The small group is full; the rest of its conversations wait.
+    const fifoCount = rows.filter((r) => r.groupId === fifo).length;
+    expect(active.filter((r) => r.groupId === fifo)).toHaveLength(Math.min(fifoCount, 2 * FIFO_CAPACITY));
+    // Spread ≤ 1 among agents of the same group and capacity.
     for (const members of [rrMembers, lbMembers])
       for (const capacity of [10, 40]) {
         const same = staff
@@ -156,11 +174,34 @@ describe('routing under load, two instances', () => {
           .map(({ n }) => n);
         expect(Math.max(...same) - Math.min(...same), `capacity ${capacity}: ${same.join(',')}`).toBeLessThanOrEqual(1);
       }
+
+    // FIFO: the small group's agents finish their conversations (in parallel, on both instances);
+    // the conversations served next are exactly the oldest of those waiting.
+    const waiting = await deps.db
+      .select({ id: conversations.id, visitorId: conversations.visitorId })
+      .from(conversations)
+      .where(and(eq(conversations.groupId, fifo), eq(conversations.state, 'queued')))
+      .orderBy(asc(conversations.queuedAt), asc(conversations.id));
+    const served = await deps.db
+      .select({ visitorId: conversations.visitorId })
+      .from(conversations)
+      .where(and(eq(conversations.groupId, fifo), eq(conversations.state, 'active')));
+    const byId = new Map(visitors.map((v) => [v.visitorId, v]));
+    await Promise.all(
+      served.map((s, i) => closeConversation(two && i % 2 ? two : deps, byId.get(s.visitorId) as VisitorViewer)),
+    );
+    const now = await deps.db
+      .select({ id: conversations.id })
+      .from(conversations)
+      .where(and(eq(conversations.groupId, fifo), eq(conversations.state, 'active')));
+    const expected = waiting.slice(0, served.length).map((w) => w.id);
+    expect(now.map((r) => r.id).sort()).toEqual(expected.sort());
+    expect(await doubles()).toEqual([]);
+
     timings.sort((a, b) => a - b);
     const p99 = timings[Math.floor(timings.length * 0.99)] ?? 0;
     console.log(
-      `routing load: ${n} conversations, ${AGENTS} agents, ${two ? 2 : 1} instance(s): assign p50 ${timings[Math.floor(timings.length / 2)]?.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; assigned ${assigned}`,
+      `routing load: ${n} conversations, ${AGENTS} agents, ${two ? 2 : 1} instance(s), 16 callers: ${(elapsed / 1000).toFixed(1)} s; assign p50 ${timings[Math.floor(timings.length / 2)]?.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; assigned ${active.length}, waiting ${waiting.length}`,
     );
-    expect(await deps.db.select().from(agents).where(eq(agents.merchantId, m.merchantId))).toHaveLength(AGENTS + 1);
-  }, 600_000);
+  }, 120_000);
 });

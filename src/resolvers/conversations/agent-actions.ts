@@ -6,8 +6,8 @@ import { DomainError } from '../../errors.js';
 import { flag, parseInput } from '../inputs.js';
 import { publishOutbox } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
+import { assignInTx } from './assignment.js';
 import { id, requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
-import { assignInTx } from './routing.js';
 import { type ConversationView, viewOf } from './view.js';
 
 /** An agent's own actions on a conversation: claim a queued one, pin an active one. */

@@ -9,7 +9,7 @@ import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
-import { drainQueueQuietly } from './routing.js';
+import { drainQueueQuietly } from './queue.js';
 import { type ConversationView, viewOf } from './view.js';
 
 /** Closing a conversation: by either side, or by the idle sweep. */

@@ -11,7 +11,8 @@ import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from '../viewer.js';
 import { id, requireMine, requireOpen } from './context.js';
-import { drainQueueQuietly, enqueueQueued, groupFor } from './routing.js';
+import { drainQueueQuietly } from './queue.js';
+import { enqueueQueued, groupFor } from './routing.js';
 import { type ConversationView, viewOf } from './view.js';
 
 export const transferInput = z

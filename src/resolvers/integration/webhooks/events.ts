@@ -2,7 +2,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import { eventOutbox, webhookDeliveries, webhookEndpoints } from '../../../db/schema.js';
 import { newId } from '../../../ids.js';
 import { type EventData, eventCatalog, toWire, type WebhookEventName } from '../../event-catalog.js';
-import type { Tx } from '../../outbox.js';
+import type { OutboxRow, Tx } from '../../outbox.js';
 
 /**
  * Webhook events ride the outbox: the chat's transaction writes one outbox row per event on the
@@ -51,10 +51,19 @@ export async function enqueueWebhookEvent<N extends WebhookEventName>(
   data: EventData<N>,
   at: number,
 ) {
+  await tx.insert(eventOutbox).values(webhookOutboxRow(merchantId, orderKey, name, data, at));
+}
+
+/** The outbox row of a webhook event (for `enqueueRows`, several in one statement). */
+export function webhookOutboxRow<N extends WebhookEventName>(
+  merchantId: string,
+  orderKey: string,
+  name: N,
+  data: EventData<N>,
+  at: number,
+): OutboxRow {
   const payload: OutboxWebhook = { key: orderKey, body: webhookBody(name, data, at) };
-  await tx
-    .insert(eventOutbox)
-    .values({ channel: `${WEBHOOK_CHANNEL_PREFIX}${merchantId}`, event: name, data: payload });
+  return { channel: `${WEBHOOK_CHANNEL_PREFIX}${merchantId}`, event: name, data: payload };
 }
 
 export const isWebhookOutboxRow = (row: { channel: string }) => row.channel.startsWith(WEBHOOK_CHANNEL_PREFIX);

@@ -1,0 +1,148 @@
+import { and, eq, inArray, sql } from 'drizzle-orm';
+import { type Agent, agents, type Conversation, conversations, messages } from '../../db/schema.js';
+import type { Deps } from '../../deps.js';
+import { newId } from '../../ids.js';
+import { appendMessage, type ConversationContext, participantChannels, preview, toMessageView } from '../chat-rows.js';
+import { agentChannel, globalChannel } from '../events.js';
+import { enqueueWebhookEvent, webhookOutboxRow } from '../integration/webhooks/events.js';
+import { enqueueEvent, enqueueRows, type OutboxRow, outboxRow, rowsOf, type Tx } from '../outbox.js';
+
+/**
+ * Queued → active: one conversation (a claim) or a drain's whole pass at once. Both are a
+ * compare-and-set on the conversation's `state` and `version` (a close, claim or drain meanwhile
+ * wins), write the "joined" system message (its seq taken on the conversation row) and the
+ * events: `message.created`, `conversation.assigned` (merchant, agent, visitor) and their webhooks.
+ */
+
+export type AssignedBy = 'routing' | 'claim';
+
+const joinedMessage = (agent: Agent, by: AssignedBy) => ({
+  senderType: 'system' as const,
+  senderId: '',
+  clientMsgId: null,
+  type: 'system' as const,
+  content: `${agent.nickname} joined the conversation`,
+  meta: { event: 'assigned', agent_id: agent.id, nickname: agent.nickname, by },
+});
+
+const assignedData = (c: Conversation, agent: Agent, by: AssignedBy) => ({
+  conversationId: c.id,
+  visitorId: c.visitorId,
+  state: 'active' as const,
+  agent: { agentId: agent.id, nickname: agent.nickname, avatar: agent.avatar },
+  by,
+});
+
+/** Compare-and-set queued → active for `agent`, with the system message and the events. */
+export async function assignInTx(
+  deps: Deps,
+  tx: Tx,
+  ctx: ConversationContext,
+  agent: Agent,
+  by: AssignedBy,
+  now: number,
+): Promise<boolean> {
+  const c = ctx.conversation;
+  const [updated] = await tx
+    .update(conversations)
+    .set({ state: 'active', agentId: agent.id, version: c.version + 1, assignedAt: new Date(now) })
+    .where(and(eq(conversations.id, c.id), eq(conversations.state, 'queued'), eq(conversations.version, c.version)))
+    .returning();
+  if (!updated) return false;
+  await tx
+    .update(agents)
+    .set({ lastAssignedAt: new Date(now) })
+    .where(eq(agents.id, agent.id));
+  ctx.conversation = updated;
+  await appendMessage(deps, tx, ctx, joinedMessage(agent, by));
+  const data = assignedData(c, agent, by);
+  await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.assigned', data);
+  await enqueueEvent(tx, agentChannel(agent.id), 'conversation.assigned', data);
+  await enqueueEvent(tx, ctx.visitorChannel, 'conversation.assigned', data);
+  await enqueueWebhookEvent(tx, c.merchantId, c.id, 'conversation.assigned', data, now);
+  return true;
+}
+
+/**
+ * What `assignInTx` does, for a drain's whole pass in four statements whatever its size (one
+ * compare-and-set update that also takes each system message's seq, the agents' assignment
+ * times, the messages, the outbox rows in order). Returns the conversations it assigned.
+ */
+export async function assignMany(
+  tx: Tx,
+  decided: { ctx: ConversationContext; agent: Agent }[],
+  now: number,
+): Promise<ConversationContext[]> {
+  if (decided.length === 0) return [];
+  const by: AssignedBy = 'routing';
+  const items = decided.map(({ ctx, agent }) => {
+    const m = joinedMessage(agent, by);
+    const item = { sender_type: m.senderType, type: m.type, content: preview(m.content), created_at: now };
+    return sql`(${ctx.conversation.id}, ${agent.id}, ${ctx.conversation.version}::int, ${JSON.stringify(item)}::jsonb)`;
+  });
+  const updated = rowsOf<{ id: string; last_seq: number; version: number }>(
+    await tx.execute(sql`
+      update conversations c
+      set state = 'active', agent_id = v.agent_id, version = c.version + 1, assigned_at = ${new Date(now).toISOString()}::timestamptz,
+          last_seq = c.last_seq + 1, timestamp = ${Math.floor(now / 1000)},
+          items = jsonb_build_array(v.item || jsonb_build_object('seq', c.last_seq + 1))
+      from (values ${sql.join(items, sql`, `)}) as v(id, agent_id, version, item)
+      where c.id = v.id and c.state = 'queued' and c.version = v.version
+      returning c.id, c.last_seq, c.version`),
+  );
+  const byId = new Map(updated.map((r) => [r.id, r]));
+  const done = decided.filter(({ ctx }) => byId.has(ctx.conversation.id));
+  if (done.length === 0) return [];
+  await tx
+    .update(agents)
+    .set({ lastAssignedAt: new Date(now) })
+    .where(
+      inArray(
+        agents.id,
+        done.map((d) => d.agent.id),
+      ),
+    );
+  for (const { ctx, agent } of done) {
+    const row = byId.get(ctx.conversation.id) as { last_seq: number; version: number };
+    ctx.conversation = {
+      ...ctx.conversation,
+      state: 'active',
+      agentId: agent.id,
+      version: Number(row.version),
+      lastSeq: Number(row.last_seq),
+      assignedAt: new Date(now),
+      timestamp: Math.floor(now / 1000),
+    };
+  }
+  const stored = await tx
+    .insert(messages)
+    .values(
+      done.map(({ ctx, agent }) => ({
+        id: newId('msg'),
+        conversationId: ctx.conversation.id,
+        merchantId: ctx.conversation.merchantId,
+        visitorId: ctx.conversation.visitorId,
+        seq: ctx.conversation.lastSeq,
+        ...joinedMessage(agent, by),
+        attachmentId: null,
+        createdAt: new Date(now),
+      })),
+    )
+    .returning();
+  const messageOf = new Map(stored.map((m) => [m.conversationId, toMessageView(m)]));
+  const rows: OutboxRow[] = [];
+  for (const { ctx, agent } of done) {
+    const c = ctx.conversation;
+    const message = messageOf.get(c.id);
+    if (message) {
+      for (const channel of participantChannels(ctx)) rows.push(outboxRow(channel, 'message.created', { message }));
+      rows.push(webhookOutboxRow(c.merchantId, c.id, 'message.created', { message }, now));
+    }
+    const data = assignedData(c, agent, by);
+    for (const channel of [globalChannel(ctx.bid), agentChannel(agent.id), ctx.visitorChannel])
+      rows.push(outboxRow(channel, 'conversation.assigned', data));
+    rows.push(webhookOutboxRow(c.merchantId, c.id, 'conversation.assigned', data, now));
+  }
+  await enqueueRows(tx, rows);
+  return done.map((d) => d.ctx);
+}
