@@ -29,7 +29,9 @@ const STORY_TIMEOUT = 120_000;
 let t: TestApp;
 let browser: Browser;
 beforeAll(async () => {
-  if (browserAvailable) [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  // The history test sends 35 messages in a burst: above CHAT_MESSAGE_BURST's default of 30 per 10 s.
+  if (browserAvailable)
+    [t, browser] = await Promise.all([startTestApp({ env: { CHAT_MESSAGE_BURST: '100' } }), launchChromium()]);
 });
 afterAll(async () => {
   await browser?.close();
@@ -233,4 +235,54 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
     });
     expect(tab.problems).toEqual([]);
   });
+
+  it(
+    'history paging (history.js): "Earlier messages" pages back with before; a message.created lost on the socket is fetched with after',
+    async () => {
+      // One message.created frame of the workbench's socket never reaches the page.
+      let dropped = 0;
+      await page.routeWebSocket(/\/graphql$/, (ws) => {
+        const server = ws.connectToServer();
+        server.onMessage((frame) => {
+          if (typeof frame === 'string' && frame.includes('message.created') && frame.includes('Lost on the way')) {
+            dropped += 1;
+            return;
+          }
+          ws.send(frame);
+        });
+      });
+      await openWorkbenchLoggedIn(page, t, 'alice');
+      await live(page);
+      await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+      visitor = await arrive('Paging Pat');
+      for (let i = 1; i <= 35; i++) await visitor.say(`line ${i}`);
+      const lists: string[] = [];
+      page.on('request', (request) => {
+        if (request.url().includes('/agent/message/list')) lists.push(new URL(request.url()).search);
+      });
+      await page.locator(`#conversation-list li[data-uid="${visitor.uid}"] .conversation-open`).click();
+      await page.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
+      const lines = () => page.locator('#messages li[data-sender="visitor"] .message-text').allTextContents();
+      // The newest 30 messages of the conversation (its system line included), then the rest on demand.
+      await poll(async () => (await lines()).at(-1)).toBe('line 35');
+      expect((await lines()).length).toBeLessThan(35);
+      const earlier = page.getByRole('button', { name: 'Earlier messages' });
+      await earlier.click();
+      await poll(async () => (await lines()).length).toBe(35);
+      expect(await lines()).toEqual(Array.from({ length: 35 }, (_, i) => `line ${i + 1}`));
+      await poll(() => earlier.isHidden()).toBe(true);
+      expect(lists.some((q) => /[?&]before=/.test(q))).toBe(true);
+
+      // The frame of "Lost on the way" is dropped; the next message shows the seq jump and fills it.
+      await visitor.say('Lost on the way');
+      await poll(async () => dropped).toBe(1);
+      await visitor.say('Arrives and shows the jump');
+      await page.locator('#messages li', { hasText: 'Arrives and shows the jump' }).waitFor();
+      await page.locator('#messages li', { hasText: 'Lost on the way' }).waitFor();
+      expect((await lines()).slice(-2)).toEqual(['Lost on the way', 'Arrives and shows the jump']);
+      expect(lists.some((q) => /[?&]after=\d+/.test(q))).toBe(true);
+      expect(tab.problems).toEqual([]);
+    },
+    STORY_TIMEOUT,
+  );
 });

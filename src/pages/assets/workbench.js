@@ -5,6 +5,7 @@ import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
 import { conversationRow, queueRow, sortConversations, unreadTotal } from '/assets/conversations.js';
 import { cannedPicker, labelBar, loadNotes, writeNote } from '/assets/desk.js';
 import { describeSince, developerToggle, eventFeed, showConnection } from '/assets/feed.js';
+import { historyPager } from '/assets/history.js';
 import { openChannels } from '/assets/realtime.js';
 import { keepRelativeTimesCurrent, truncate } from '/assets/text.js';
 
@@ -55,8 +56,6 @@ let mine = new Map();
 let queue = new Map();
 /** @type {OpenChat | undefined} the conversation shown in the chat panel */
 let open;
-/** @type {string | null} */
-let olderCursor = null;
 /** Agents seen online through `global-{bid}` (agent.login / agent.state): the transfer targets. */
 /** @type {Map<string, { nickname: string, state: string }>} */
 const agentsOnline = new Map();
@@ -68,6 +67,8 @@ const log = messageLog(byId('messages'), {
   onRetry: (p) => void send({ content: p.content }, p.clientMsgId),
 });
 const typing = typingIndicator(byId('typing'));
+// The open conversation's history: newest page, "Earlier messages" (`before`), seq gaps (`after`).
+const messageHistory = historyPager({ log, fetchPage: listMessages, older: loadOlder });
 // The desk tools (desk.js): canned responses in the reply box, the conversation's labels, notes.
 const canned = cannedPicker(input, byId('canned-picker'), { onError: (msg) => say(chatError, msg) });
 byId('canned-open').addEventListener('click', () => canned.open());
@@ -260,6 +261,7 @@ byId('main').addEventListener('click', (event) => {
 async function openChat(/** @type {string} */ visitorId) {
   if (open?.visitorId !== visitorId) {
     log.clear();
+    messageHistory.reset();
     typing.show(labels.visitor, false);
     say(chatError, '');
   }
@@ -269,12 +271,9 @@ async function openChat(/** @type {string} */ visitorId) {
     if (li instanceof HTMLElement) li.setAttribute('aria-current', String(li.dataset.uid === visitorId));
   }
   labelsOfOpen.show(visitorId);
-  const [page, notes] = await Promise.all([listMessages({ limit: '30' }), loadNotes(visitorId)]);
+  const [page, notes] = await Promise.all([messageHistory.loadNewest(), loadNotes(visitorId)]);
   if (!page || open?.visitorId !== visitorId) return;
-  log.merge(page.messages);
   log.mergeNotes(notes);
-  olderCursor = page.has_more ? page.start_cursor : null;
-  loadOlder.hidden = !olderCursor;
   markReadSoon();
 }
 
@@ -339,17 +338,6 @@ async function listMessages(query) {
   return body.data;
 }
 
-loadOlder.addEventListener('click', async () => {
-  if (!olderCursor) return;
-  loadOlder.disabled = true;
-  const page = await listMessages({ before: olderCursor, limit: '30' });
-  loadOlder.disabled = false;
-  if (!page) return;
-  log.merge(page.messages);
-  olderCursor = page.has_more ? page.start_cursor : null;
-  loadOlder.hidden = !olderCursor;
-});
-
 /**
  * A live message of the open conversation; a `seq` jump is filled from the history with
  * `after` = the last seq we have (of the visitor's latest conversation).
@@ -358,19 +346,8 @@ loadOlder.addEventListener('click', async () => {
 async function receive(m) {
   announce(m);
   if (open?.visitorId !== m.visitor_id) return;
-  const last = log.lastSeq(m.conversation_id);
-  log.merge([m]);
   if (m.sender_type === 'visitor') typing.show(labels.visitor, false);
-  if (m.seq > last + 1 && !log.hasAllUpTo(m.conversation_id, m.seq)) {
-    let cursor = String(last);
-    for (let pages = 0; pages < 20; pages++) {
-      const page = await listMessages({ after: cursor, limit: '50' });
-      if (!page) break;
-      log.merge(page.messages);
-      if (!page.has_more || !page.end_cursor) break;
-      cursor = page.end_cursor;
-    }
-  }
+  await messageHistory.receive(m);
   if (m.sender_type !== 'agent') markReadSoon();
 }
 
