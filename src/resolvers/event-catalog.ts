@@ -323,6 +323,25 @@ export const eventCatalog = {
       group_id: d.groupId,
     }),
   }),
+  'conversation.requeued': declare({
+    audiences: ['global', 'agent', 'visitor'],
+    description:
+      'Its agent went offline beyond the presence grace: the conversation is back at the front of its group’s queue (`conversation.queued` follows with the position).',
+    payload: z
+      .object({
+        ...conversationRef,
+        from_agent_id: z.string(),
+        group_id: z.string().nullable(),
+        reason: z.enum(['agent_offline']),
+      })
+      .strict(),
+    toWire: (d: ConversationRef & { fromAgentId: string; groupId: string | null; reason: 'agent_offline' }) => ({
+      ...toConversationRef(d),
+      from_agent_id: d.fromAgentId,
+      group_id: d.groupId,
+      reason: d.reason,
+    }),
+  }),
   'conversation.closed': declare({
     webhook: 1,
     audiences: ['global', 'agent', 'visitor'],

@@ -4,6 +4,7 @@ import { type Agent, agents } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { drainQueueQuietly } from './conversations/queue.js';
+import { requeueOfflineAgent } from './conversations/requeue.js';
 import { publishAgentState } from './events.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from './viewer.js';
 
@@ -58,7 +59,17 @@ async function settleAgent(
   if (before !== after) await publishAgentState(deps, bid, agentId, after, reason);
   // Capacity appeared (came online, or back from busy/away): serve the merchant's chat queue.
   if (after === 'online' && before !== 'online') await drainQueueQuietly(deps, { bid });
+  // Offline beyond the grace: its active conversations go back to the queue, at the front.
+  if (after === 'offline' && before !== 'offline') await requeueQuietly(deps, agentId);
   return after as AgentState;
+}
+
+async function requeueQuietly(deps: Deps, agentId: string) {
+  try {
+    await requeueOfflineAgent(deps, agentId);
+  } catch (error) {
+    deps.log.warn({ err: (error as Error).message }, 'chat: re-queueing an offline agent’s conversations failed');
+  }
 }
 
 /**

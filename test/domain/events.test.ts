@@ -122,6 +122,10 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
     { ...ref, fromAgentId: 'ag0', to: alice, groupId: null },
     { ...refWire, from_agent_id: 'ag0', to: aliceWire, group_id: null },
   ],
+  'conversation.requeued': [
+    { ...ref, state: 'queued', fromAgentId: 'ag0', groupId: 'g1', reason: 'agent_offline' },
+    { ...refWire, state: 'queued', from_agent_id: 'ag0', group_id: 'g1', reason: 'agent_offline' },
+  ],
   'conversation.closed': [
     { ...ref, state: 'closed', agentId: 'ag1', closedBy: 'idle' },
     { ...refWire, state: 'closed', agent_id: 'ag1', closed_by: 'idle' },

@@ -58,6 +58,7 @@ export const EVENTS = Object.freeze({
   "conversation.queued": "conversation.queued",
   "conversation.assigned": "conversation.assigned",
   "conversation.transferred": "conversation.transferred",
+  "conversation.requeued": "conversation.requeued",
   "conversation.closed": "conversation.closed",
   "conversation.rating_invited": "conversation.rating_invited",
   "note.created": "note.created",
