@@ -13,6 +13,7 @@ import { merchantConfig } from '../resolvers/merchant.js';
 import { ADMIN, type AgentViewer, requireAgent, requireOnlineReception } from '../resolvers/viewer.js';
 import { sendError } from '../rest/envelope.js';
 import { CLIENT_PACKAGE_PATH, clientPackageTarball } from './client-package.js';
+import { mountWidget } from './widget.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const ASSETS_DIR = join(here, 'assets');
@@ -135,7 +136,12 @@ export function pageRoutes(deps: Deps): Router {
     page(res, 'admin', { appname: merchant?.appname ?? '', bid: viewer.bid });
   });
 
-  router.get('/visitor/', (_req, res) => page(res, 'visitor'));
+  // The visitor demo: a host page embedding the widget as a merchant's site would (appkey from the query).
+  router.get('/visitor/', (req, res) => {
+    const appkey = new URL(req.url, 'http://x').searchParams.get('appkey')?.trim().slice(0, 128) ?? '';
+    page(res, 'visitor', { appkey });
+  });
+  mountWidget(router, ASSETS_DIR, (res) => page(res, 'widgetFrame'));
 
   // Unknown JSON under /agent/*: not logged in → -1 (spec), logged in → 404.
   router.use('/agent', (req, res) => {
@@ -153,6 +159,7 @@ function loadViews() {
     workbench: read('workbench'),
     ticket: read('ticket'),
     visitor: read('visitor'),
+    widgetFrame: read('widget-frame'),
   };
 }
 

@@ -3,6 +3,7 @@ import type { RequestHandler } from 'express';
 import helmet from 'helmet';
 import type { Config } from '../config.js';
 import { wsAddressFor } from '../http/request.js';
+import { WIDGET_FRAME_PATH, WIDGET_LOADER_PATH } from './widget.js';
 
 /**
  * helmet's usual headers plus a Content-Security-Policy that lets pages load scripts, styles,
@@ -20,26 +21,41 @@ export function securityHeaders(config: Config): RequestHandler {
       return "'self'";
     }
   };
-  const withCsp = helmet({
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'"],
-        // blob: only for attachments the visitor page fetched with its bearer token (an <img> cannot send it).
-        imgSrc: ["'self'", 'blob:'],
-        fontSrc: ["'self'"],
-        connectSrc: ["'self'", socketOrigin],
-        objectSrc: ["'none'"],
-        baseUri: ["'self'"],
-        formAction: ["'self'"],
-        frameAncestors: ["'self'"],
-      },
-    },
-    // The pages run on plain http in development; HSTS belongs to the TLS terminator's config.
-    strictTransportSecurity: config.env === 'production',
+  const directives = {
+    defaultSrc: ["'self'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    // blob: only for attachments the visitor page fetched with its bearer token (an <img> cannot send it).
+    imgSrc: ["'self'", 'blob:'],
+    fontSrc: ["'self'"],
+    connectSrc: ["'self'", socketOrigin],
+    objectSrc: ["'none'"],
+    baseUri: ["'self'"],
+    formAction: ["'self'"],
+    frameAncestors: ["'self'"],
+  };
+  // The pages run on plain http in development; HSTS belongs to the TLS terminator's config.
+  const hsts = config.env === 'production';
+  const withCsp = helmet({ contentSecurityPolicy: { useDefaults: false, directives }, strictTransportSecurity: hsts });
+  // The widget's panel is embedded by merchants' sites, whatever their origin (docs/widget.md):
+  // any ancestor may frame it, and X-Frame-Options (which cannot say "any") is left out.
+  const widgetFrame = helmet({
+    contentSecurityPolicy: { useDefaults: false, directives: { ...directives, frameAncestors: ['*'] } },
+    xFrameOptions: false,
+    strictTransportSecurity: hsts,
   });
+  // The loader is a script of other origins' pages: loaded no-cors, so it must be cross-origin readable.
+  const widgetLoader = helmet({
+    contentSecurityPolicy: { useDefaults: false, directives },
+    crossOriginResourcePolicy: { policy: 'cross-origin' },
+    strictTransportSecurity: hsts,
+  });
+  const variantOf = (path: string) =>
+    path === WIDGET_FRAME_PATH
+      ? { name: 'frame', handler: widgetFrame }
+      : path === WIDGET_LOADER_PATH
+        ? { name: 'loader', handler: widgetLoader }
+        : { name: 'page', handler: withCsp };
   const withoutCsp = helmet({ contentSecurityPolicy: false, strictTransportSecurity: config.env === 'production' });
   const graphiql = config.env === 'development';
 
@@ -63,11 +79,12 @@ export function securityHeaders(config: Config): RequestHandler {
       for (const [k, v] of plain) res.setHeader(k, v);
       return next();
     }
-    const origin = socketOrigin(req, res);
-    let headers = byOrigin.get(origin);
+    const variant = variantOf(path);
+    const key = `${variant.name} ${socketOrigin(req, res)}`;
+    let headers = byOrigin.get(key);
     if (!headers) {
-      headers = record(withCsp, req);
-      if (byOrigin.size < MAX_ORIGINS) byOrigin.set(origin, headers);
+      headers = record(variant.handler, req);
+      if (byOrigin.size < MAX_ORIGINS) byOrigin.set(key, headers);
     }
     for (const [k, v] of headers) res.setHeader(k, v);
     next();

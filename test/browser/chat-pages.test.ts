@@ -78,10 +78,11 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
     await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
   };
   const openVisitor = async () => {
-    await visitor.goto(`${t.url}/visitor/?appkey=demo-appkey`);
-    await visitor.locator('#chat').waitFor();
+    // The widget's panel opened as a page of its own (what the launcher's iframe shows).
+    await visitor.goto(`${t.url}/widget/frame?appkey=demo-appkey`);
+    await visitor.locator('#main[data-visitor-id]').waitFor({ state: 'attached' });
     await live(visitor);
-    return (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+    return (await visitor.locator('#main').getAttribute('data-visitor-id')) ?? '';
   };
   const say = async (page: Page, text: string) => {
     await page.locator('#message-input').fill(text);
@@ -97,7 +98,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       const uid = await openVisitor();
       const state = visitor.locator('#chat-state');
       await poll(() => state.getAttribute('data-state')).toBe('queued');
-      expect(await state.textContent()).toContain('position 1');
+      expect(await state.textContent()).toContain('number 1 in the queue');
 
       // The workbench's queue updates live; Alice claims the conversation.
       const queued = agent.locator(`#queue-list li[data-uid="${uid}"]`);
@@ -132,7 +133,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
         await say(agent, text);
       await agent.locator('#messages li[data-message-id]', { hasText: 'While you were away 3' }).waitFor();
       await restoreSocket(visitor);
-      await visitor.locator('#event-feed li[data-note="resubscribed"]').waitFor({ timeout: 15_000 });
+      await visitor.waitForSelector('#connection-status[data-resubscribed]', { state: 'attached', timeout: 15_000 });
       await visitor.locator('#messages li', { hasText: 'While you were away 3' }).waitFor();
       expect((await texts(visitor)).filter((x) => x.startsWith('While you were away'))).toEqual([
         'While you were away 1',
@@ -417,7 +418,7 @@ describeInBrowser('the pages’ test hooks', () => {
         expect(app.config.env).toBe(env);
         const tab = await openTab(browser);
         try {
-          await tab.page.goto(`${app.url}/visitor/?appkey=demo-appkey`);
+          await tab.page.goto(`${app.url}/widget/frame?appkey=demo-appkey`);
           await tab.page.waitForSelector('#main[aria-busy="false"]', { state: 'attached' });
           const hooks = await tab.page.evaluate(() => typeof (window as unknown as Hooks).__parley);
           expect(hooks, env).toBe(env === 'production' ? 'undefined' : 'object');

@@ -100,13 +100,13 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     await agent.waitForURL(`${t.url}/agent/`);
     await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
     const visitor = await newTab();
-    await visitor.goto(`${t.url}/visitor/?appkey=${encodeURIComponent(appkey)}`);
-    await visitor.locator('#chat').waitFor();
+    await visitor.goto(`${t.url}/widget/frame?appkey=${encodeURIComponent(appkey)}`);
+    await visitor.locator('#main[data-visitor-id]').waitFor({ state: 'attached' });
     await visitor.waitForSelector('#chat-state[data-state="active"]', { state: 'attached', timeout: 15_000 });
     expect(await visitor.locator('#chat-state').textContent()).toBe('Chatting with Mia');
     await visitor.locator('#message-input').fill('Do you have maps?');
     await visitor.getByRole('button', { name: 'Send', exact: true }).click();
-    const uid = (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+    const uid = (await visitor.locator('#main').getAttribute('data-visitor-id')) ?? '';
     await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
     await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Do you have maps?' }).waitFor();
     await agent.locator('#message-input').fill('Yes, aisle three.');

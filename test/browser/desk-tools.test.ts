@@ -75,10 +75,10 @@ describeInBrowser('the workbench’s desk tools', () => {
 
       await openWorkbenchLoggedIn(agent, t, 'alice');
       await live(agent);
-      await visitor.goto(`${t.url}/visitor/?appkey=demo-appkey`);
-      await visitor.locator('#chat').waitFor();
+      await visitor.goto(`${t.url}/widget/frame?appkey=demo-appkey`);
+      await visitor.locator('#main[data-visitor-id]').waitFor({ state: 'attached' });
       await live(visitor);
-      const uid = (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+      const uid = (await visitor.locator('#main').getAttribute('data-visitor-id')) ?? '';
       await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
       await visitor.locator('#message-input').fill('When does it ship?');
       await visitor.getByRole('button', { name: 'Send', exact: true }).click();

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Frame, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   agents,
@@ -67,9 +67,14 @@ async function hostileTab(): Promise<BrowserTab> {
   return tab;
 }
 
-/** Nothing ran, nothing was built from the values, nothing was blocked by the CSP. */
+/** Nothing ran, nothing was built from the values, nothing was blocked by the CSP: in the page and each of its frames. */
 async function assertInert(tab: BrowserTab) {
-  const seen = await tab.page.evaluate(() => {
+  for (const frame of tab.page.frames()) await assertFrameInert(frame);
+  // Chromium reports a CSP violation on the console too; any script or console error fails.
+  expect(tab.problems).toEqual([]);
+}
+async function assertFrameInert(frame: Frame) {
+  const seen = await frame.evaluate(() => {
     const w = window as unknown as { __pwned?: string; __csp?: string[] };
     return {
       pwned: w.__pwned ?? null,
@@ -79,15 +84,13 @@ async function assertInert(tab: BrowserTab) {
       bold: document.querySelectorAll('b[onmouseover]').length,
     };
   });
-  expect(seen).toEqual({ pwned: null, csp: [], injectedImages: 0, inlineScripts: 0, bold: 0 });
-  // Chromium reports a CSP violation on the console too; any script or console error fails.
-  expect(tab.problems).toEqual([]);
+  expect(seen, frame.url()).toEqual({ pwned: null, csp: [], injectedImages: 0, inlineScripts: 0, bold: 0 });
 }
 
-const textOf = (page: Page, selector: string) => page.locator(selector).first().textContent();
-const live = (page: Page) =>
+const textOf = (page: Page | Frame, selector: string) => page.locator(selector).first().textContent();
+const live = (page: Page | Frame) =>
   page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
-const say = async (page: Page, text: string) => {
+const say = async (page: Page | Frame, text: string) => {
   await page.locator('#message-input').fill(text);
   await page.getByRole('button', { name: 'Send', exact: true }).click();
 };
@@ -104,7 +107,22 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
   it('the visitor page and the workbench show markup, scripts, bidi controls and long strings as text', async () => {
     const [agentTab, visitorTab] = await Promise.all([hostileTab(), hostileTab()]);
     const agent = agentTab.page;
-    const visitor = visitorTab.page;
+    // The visitor demo: a host page whose widget panel (an iframe) holds the conversation, and
+    // whose developer details show the visitor and the merchant.
+    const host = visitorTab.page;
+    const openPanel = async (): Promise<Frame> => {
+      await host.locator('parley-widget').getByRole('button').click();
+      const iframe = host.locator('parley-widget iframe');
+      await iframe.waitFor({ state: 'attached' });
+      const frame = await (await iframe.elementHandle())?.contentFrame();
+      if (!frame) throw new Error('the widget has no panel frame');
+      await frame.locator('#main[data-visitor-id]').waitFor({ state: 'attached', timeout: 15_000 });
+      return frame;
+    };
+    const showDetails = async () => {
+      await host.locator('#developer-details summary').click();
+      await host.locator('#visitor-facts dd').first().waitFor();
+    };
     try {
       await logIn(agent, 'alice');
       await agent.goto(`${t.url}/agent/`);
@@ -112,25 +130,28 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
       await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
 
       // The visitor arrives, then gets a hostile nickname and attribute; the reload shows them.
-      await visitor.goto(`${t.url}/visitor/?appkey=demo-appkey`);
-      await visitor.locator('#chat').waitFor();
-      const uid = (await visitor.locator('#visitor-facts dd').first().textContent()) ?? '';
+      await host.goto(`${t.url}/visitor/?appkey=demo-appkey`);
+      let visitor = await openPanel();
+      const uid = (await visitor.locator('#main').getAttribute('data-visitor-id')) ?? '';
       await t.app.deps.db.update(visitors).set({ nickname: value.visitorNickname }).where(eq(visitors.id, uid));
       await t.app.deps.db
         .insert(visitorAttributes)
         .values({ visitorId: uid, key: 'hostile', value: value.attributeValue });
       // Both pages load them afresh (the workbench listed the visitor under its first name).
-      await Promise.all([visitor.reload(), agent.reload()]);
+      await Promise.all([host.reload(), agent.reload()]);
+      visitor = await openPanel();
       await Promise.all([live(visitor), live(agent)]);
       await expect
         .poll(() => visitor.locator('#chat-state').getAttribute('data-state'), { timeout: 20_000 })
         .toBe('active');
+      await showDetails();
 
-      expect(await textOf(visitor, '#visitor-nickname')).toBe(value.visitorNickname);
+      expect(await textOf(host, '#visitor-nickname')).toBe(value.visitorNickname);
+      expect(await textOf(host, '#merchant-name')).toBe(value.appname);
+      expect(await host.title()).toBe(`${value.appname} · Parley chat`);
+      expect(await host.locator('#visitor-attributes dt').allTextContents()).toContain(value.attributeLabel);
+      expect(await host.locator('#visitor-attributes dd').allTextContents()).toContain(value.attributeValue);
       expect(await textOf(visitor, '#merchant-name')).toBe(value.appname);
-      expect(await visitor.title()).toBe(`${value.appname} · Parley chat`);
-      expect(await visitor.locator('#visitor-attributes dt').allTextContents()).toContain(value.attributeLabel);
-      expect(await visitor.locator('#visitor-attributes dd').allTextContents()).toContain(value.attributeValue);
       expect(await textOf(visitor, '#chat-state')).toBe(`Chatting with ${value.agentNickname}`);
 
       // The workbench: its own nickname, the merchant, the visitor's name in the list and heading.
@@ -171,7 +192,8 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
         expect(await link.getAttribute('download')).toBe(stored?.name);
       }
 
-      await Promise.all([agent.reload(), visitor.reload()]);
+      await Promise.all([agent.reload(), host.reload()]);
+      visitor = await openPanel();
       await Promise.all([live(agent), live(visitor)]);
       await visitor.locator('#messages a.attachment-link.file').waitFor();
       expect(await visitor.locator('#messages li[data-message-id] .message-text').allTextContents()).toEqual(

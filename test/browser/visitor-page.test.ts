@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Frame, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { merchants } from '../../src/db/schema.js';
 import {
@@ -34,16 +34,34 @@ describeInBrowser('visitor chat page in a real browser', () => {
     await tab.close();
   });
 
-  const openChat = async (appkey = 'demo-appkey') => {
+  /** Opens /visitor/ (the host page), then the widget's panel; answers the panel's frame. */
+  const openChat = async (appkey = 'demo-appkey'): Promise<Frame> => {
     await page.goto(`${t.url}/visitor/?appkey=${appkey}`);
-    await page.locator('#profile').waitFor();
-    await page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+    const launcher = page.locator('parley-widget').getByRole('button');
+    await launcher.waitFor();
+    // Nothing of the panel exists before the visitor opens it: the loader alone costs the host page.
+    expect(await page.locator('parley-widget iframe').count()).toBe(0);
+    await launcher.click();
+    const frame = await (await page.locator('parley-widget iframe').elementHandle())?.contentFrame();
+    if (!frame) throw new Error('no panel frame');
+    await frame.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+    return frame;
   };
 
-  it('gets a visitor token, shows the profile and switches, and the events of its channel as they arrive', async () => {
-    await openChat();
+  it('the host page embeds the widget; its developer details show the visitor, the switches and the events of its channel', async () => {
+    const panel = await openChat();
+    expect(await panel.locator('#merchant-name').textContent()).toBe('Demo Shop');
+    expect(await page.locator('#snippet').textContent()).toContain('/widget.js" data-appkey="demo-appkey" async>');
+
+    // The details are behind a toggle; the panel's visitor shows there once the panel created it.
+    expect(await page.locator('#visitor-facts').isVisible()).toBe(false);
+    await page.getByText('Developer details').click();
+    await page.locator('#visitor-channel').waitFor();
     expect(await page.locator('#merchant-name').textContent()).toBe('Demo Shop');
     expect(await page.locator('#visitor-nickname').textContent()).not.toBe('');
+    expect(await page.locator('#visitor-facts dd').first().textContent()).toBe(
+      await panel.locator('#main').getAttribute('data-visitor-id'),
+    );
     const switches = page.locator('#switches');
     expect(await switches.textContent()).toContain('Image uploads');
     expect(await switches.locator('dd.switch.on').count()).toBe(7);
@@ -66,36 +84,36 @@ describeInBrowser('visitor chat page in a real browser', () => {
     await t.app.deps.db.update(merchants).set({ fileMaxBytes: 1024 }).where(eq(merchants.bid, 'demo'));
     t.app.deps.configCache.invalidate(); // the bootstrap reads the merchant through the configuration cache
     try {
-      await openChat();
-      expect(await page.locator('#upload-limits').textContent()).toContain('1.0 KB');
+      const panel = await openChat();
+      expect(await panel.locator('#attachment-rules').textContent()).toContain('files up to 1.0 KB');
 
       const sent: string[] = [];
       page.on('request', (request) => sent.push(`${request.method()} ${request.url()}`));
-      await page.getByLabel('Attach a file').setInputFiles({
+      await panel.getByLabel('Attach a file').setInputFiles({
         name: 'report.pdf',
         mimeType: 'application/pdf',
         buffer: Buffer.alloc(4096, 1),
       });
-      const result = page.locator('#attachment-result');
+      const result = panel.locator('#attachment-result');
       await result.waitFor();
       expect(await result.getAttribute('data-verdict')).toBe('rejected');
       expect(await result.textContent()).toContain('report.pdf (4.0 KB) was not sent');
-      expect(await result.textContent()).toContain('file limit of 1.0 KB');
-      expect(await page.getByLabel('Attach a file').inputValue()).toBe('');
+      expect(await result.textContent()).toContain('limit of 1.0 KB for files');
+      expect(await panel.getByLabel('Attach a file').inputValue()).toBe('');
       await screenshot(page, 'visitor-attachment-rejected');
 
       // The oversized file was refused in the page: no upload left it.
       expect(sent.filter((r) => r.includes('/upload'))).toEqual([]);
-      await page.getByLabel('Attach a file').setInputFiles({
+      await panel.getByLabel('Attach a file').setInputFiles({
         name: 'note.txt',
         mimeType: 'text/plain',
         buffer: Buffer.from('small enough'),
       });
       // A file within the limits is uploaded for real, then sent as a message.
-      await page.waitForSelector('#attachment-result[data-verdict="sent"]');
+      await panel.waitForSelector('#attachment-result[data-verdict="sent"]');
       expect(await result.textContent()).toBe('note.txt was sent.');
       expect(sent).toContain(`POST ${t.url}/visitor/upload`);
-      expect(await page.locator('#messages a.attachment-link.file').textContent()).toContain('note.txt');
+      expect(await panel.locator('#messages a.attachment-link.file').textContent()).toContain('note.txt');
       expect(tab.problems).toEqual([]);
     } finally {
       await t.app.deps.db.update(merchants).set({ fileMaxBytes: 20971520 }).where(eq(merchants.bid, 'demo'));
@@ -112,26 +130,28 @@ describeInBrowser('visitor chat page in a real browser', () => {
       .where(eq(merchants.bid, 'demo'));
     t.app.deps.configCache.invalidate();
     try {
-      await openChat();
-      await page.getByLabel('Attach a file').setInputFiles({
+      const panel = await openChat();
+      await panel.getByLabel('Attach a file').setInputFiles({
         name: 'photo.png',
         mimeType: 'image/png',
         buffer: Buffer.alloc(64),
       });
-      await page.waitForSelector('#attachment-result[data-verdict="rejected"]');
-      expect(await page.locator('#attachment-result').textContent()).toContain('does not accept image uploads');
+      await panel.waitForSelector('#attachment-result[data-verdict="rejected"]');
+      expect(await panel.locator('#attachment-result').textContent()).toContain('images are not accepted here');
     } finally {
       await t.app.deps.db.update(merchants).set({ switches }).where(eq(merchants.bid, 'demo'));
       t.app.deps.configCache.invalidate();
     }
   });
 
-  it('an unknown appkey stops before the conversation and says why', async () => {
-    await page.goto(`${t.url}/visitor/?appkey=no-such-appkey`);
-    const alert = page.getByRole('alert');
+  it('an unknown appkey stops before the conversation and says why; no appkey asks for one', async () => {
+    await page.goto(`${t.url}/widget/frame?appkey=no-such-appkey`);
+    const alert = page.getByRole('alert').first();
     await alert.waitFor();
     expect(await alert.textContent()).not.toBe('');
-    expect(await page.locator('#chat').isHidden()).toBe(true);
+    expect(await page.locator('#composer').isHidden()).toBe(true);
+    await page.goto(`${t.url}/visitor/`);
     expect(await page.locator('#appkey-form').isVisible()).toBe(true);
+    expect(await page.locator('parley-widget').count()).toBe(0);
   });
 });

@@ -27,14 +27,38 @@ export const newClientMsgId = () =>
   `${Date.now().toString(36)}-${Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 
 /**
+ * The words the message log shows, English unless a page passes its own (the widget passes
+ * its visitor's language, src/pages/assets/widget-i18n.js).
+ * @typedef {{ you: string, bot: string, sending: string, notSent: (error: string) => string, retry: string,
+ *   read: string, recalled: string, notePrefix: string, anAgent: string, onlyAgents: string }} LogStrings
+ * @type {LogStrings}
+ */
+export const LOG_STRINGS = {
+  you: 'You',
+  bot: 'Bot',
+  sending: 'Sending…',
+  notSent: (error) => `Not sent: ${error}`,
+  retry: 'Retry',
+  read: 'Read',
+  recalled: '(recalled)',
+  notePrefix: 'Note · ',
+  anAgent: 'an agent',
+  onlyAgents: 'only agents see this',
+};
+
+/**
  * A chat log in a `role="log"` list. `self` is the sender type whose messages are "mine"
  * (`visitor` or `agent`); `readBy` the seq up to which the other side has read.
  * @param {HTMLElement} list
  * `onRetry` is offered a message that was not sent, when its Retry button is pressed.
+ * `strings` and `formatTime` localise what it shows (English and the browser's locale by default).
  * @param {{ self: 'visitor' | 'agent', labels: { visitor: string, agent: string }, loadAttachment?: AttachmentLoader,
- *   onRetry?: (pending: Pending) => void }} options
+ *   onRetry?: (pending: Pending) => void, strings?: LogStrings, formatTime?: (date: Date) => string }} options
  */
-export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
+export function messageLog(
+  list,
+  { self, labels, loadAttachment, onRetry, strings = LOG_STRINGS, formatTime = (d) => d.toLocaleTimeString() },
+) {
   /** @type {Map<string, Message>} by message id */
   const byId = new Map();
   /** @type {Map<string, Pending>} by client_msg_id, until the stored message is known */
@@ -104,7 +128,9 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
   const renderMessage = (m) => {
     const mine = m.sender_type === self;
     const read = mine && m.seq <= (readSeq.get(m.conversation_id) ?? 0);
-    const who = m.sender_type === 'system' ? '' : mine ? 'You' : labels[m.sender_type];
+    // A bot answers as an agent of the merchant; its messages say so (meta.bot).
+    const bot = m.sender_type === 'agent' && m.meta?.bot === true;
+    const who = m.sender_type === 'system' ? '' : mine ? strings.you : bot ? strings.bot : labels[m.sender_type];
     return el(
       'li',
       {
@@ -116,12 +142,13 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
         'data-sender': m.sender_type,
         'data-client-msg-id': m.client_msg_id ?? undefined,
         'data-read': read ? 'true' : undefined,
+        'data-bot': bot ? 'true' : undefined,
       },
       // Names and text isolated from what is around them (issue 27 row 8): a right-to-left mark
       // or override in either cannot reorder the rest of the line.
       who ? el('span', { className: 'message-sender' }, el('bdi', { text: who })) : null,
       m.content
-        ? el('p', { className: 'message-text', dir: 'auto', text: m.recalled ? '(recalled)' : m.content })
+        ? el('p', { className: 'message-text', dir: 'auto', text: m.recalled ? strings.recalled : m.content })
         : null,
       m.attachment ? renderAttachment(m.attachment, loadAttachment) : null,
       el(
@@ -129,9 +156,9 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
         { className: 'message-meta' },
         el('time', {
           datetime: new Date(m.created_at).toISOString(),
-          text: new Date(m.created_at).toLocaleTimeString(),
+          text: formatTime(new Date(m.created_at)),
         }),
-        read ? el('span', { className: 'read-receipt', text: ' · Read' }) : null,
+        read ? el('span', { className: 'read-receipt', text: ` · ${strings.read}` }) : null,
       ),
     );
   };
@@ -146,16 +173,16 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
         'data-after-seq': n.after_seq,
         'data-conversation': n.conversation_id,
       },
-      el('span', { className: 'message-sender' }, 'Note · ', el('bdi', { text: n.agent_nickname || 'an agent' })),
+      el('span', { className: 'message-sender' }, strings.notePrefix, el('bdi', { text: n.agent_nickname || strings.anAgent })),
       el('p', { className: 'message-text', dir: 'auto', text: n.content }),
       el(
         'span',
         { className: 'message-meta' },
         el('time', {
           datetime: new Date(n.created_at).toISOString(),
-          text: new Date(n.created_at).toLocaleTimeString(),
+          text: formatTime(new Date(n.created_at)),
         }),
-        el('span', { text: ' · only agents see this' }),
+        el('span', { text: ` · ${strings.onlyAgents}` }),
       ),
     );
 
@@ -164,16 +191,21 @@ export function messageLog(list, { self, labels, loadAttachment, onRetry }) {
     el(
       'li',
       { className: `message from-${self} mine pending`, 'data-client-msg-id': p.clientMsgId, 'data-pending': p.state },
-      el('span', { className: 'message-sender', text: 'You' }),
+      el('span', { className: 'message-sender', text: strings.you }),
       p.content ? el('p', { className: 'message-text', dir: 'auto', text: p.content }) : null,
       p.attachment ? renderAttachment(p.attachment, loadAttachment) : null,
       el('span', {
         className: 'message-meta',
-        text: p.state === 'sending' ? 'Sending…' : `Not sent: ${p.error ?? 'failed'}`,
+        text: p.state === 'sending' ? strings.sending : strings.notSent(p.error ?? 'failed'),
       }),
       // A retry reuses the client_msg_id: if the first attempt was stored after all, it is returned, not repeated.
       p.state === 'failed' && onRetry
-        ? el('button', { type: 'button', className: 'link-button retry', 'data-retry': p.clientMsgId, text: 'Retry' })
+        ? el('button', {
+            type: 'button',
+            className: 'link-button retry',
+            'data-retry': p.clientMsgId,
+            text: strings.retry,
+          })
         : null,
     );
   list.addEventListener('click', (event) => {
@@ -423,15 +455,16 @@ export function typingNotifier(post) {
  * Shows "… is typing" in `node` while the other side types; hidden on `typing: false`, on their
  * message, or 6 s after the last event (a lost `false` must not leave it on).
  * @param {HTMLElement} node
+ * @param {(who: string) => string} [sentence] the words, in the page's language
  */
-export function typingIndicator(node) {
+export function typingIndicator(node, sentence = (who) => `${who} is typing…`) {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
   return {
     /** @param {string} who @param {boolean} typing */
     show(who, typing) {
       clearTimeout(timer);
-      node.textContent = typing ? `${who} is typing…` : '';
+      node.textContent = typing ? sentence(who) : '';
       node.hidden = !typing;
       if (typing) timer = setTimeout(() => this.show(who, false), 6000);
     },
