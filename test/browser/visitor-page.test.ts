@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { Browser, Frame, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { merchants } from '../../src/db/schema.js';
+import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
@@ -12,6 +13,8 @@ import {
   waitForSubscription,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+
+const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
 
 describeInBrowser('visitor chat page in a real browser', () => {
   let t: TestApp;
@@ -140,6 +143,32 @@ describeInBrowser('visitor chat page in a real browser', () => {
       expect(await panel.locator('#attachment-result').textContent()).toContain('images are not accepted here');
     } finally {
       await t.app.deps.db.update(merchants).set({ switches }).where(eq(merchants.bid, 'demo'));
+      t.app.deps.configCache.invalidate();
+    }
+  });
+
+  it('with nobody online the panel says the message is kept and asks for the contact details the merchant wants', async () => {
+    await t.app.deps.db
+      .update(merchants)
+      .set({ contactFields: ['email'] })
+      .where(eq(merchants.bid, 'demo'));
+    t.app.deps.configCache.invalidate();
+    try {
+      // No agent has a workbench open in this file: nobody can answer.
+      const panel = await openChat();
+      const notice = panel.locator('#message-left[data-reason="no_agent"]');
+      await notice.waitFor();
+      expect(await notice.textContent()).toBe(
+        'Nobody can answer right now. Write your message: it is kept, and an agent answers here.',
+      );
+      expect(await panel.locator('#contact-name').isHidden()).toBe(true);
+      await panel.getByLabel('E-mail').fill('lily@example.com');
+      await panel.getByRole('button', { name: 'Send my details' }).click();
+      await poll(() => panel.locator('#contact-result').textContent()).toBe('Thank you: we will get back to you.');
+      await expectNoSeriousViolations(page, 'the demo host page, panel open with a message left');
+      expect(tab.problems).toEqual([]);
+    } finally {
+      await t.app.deps.db.update(merchants).set({ contactFields: [] }).where(eq(merchants.bid, 'demo'));
       t.app.deps.configCache.invalidate();
     }
   });

@@ -1,9 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import AxeBuilder from '@axe-core/playwright';
 import type { Browser, Frame, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   browserAvailable,
@@ -92,16 +92,6 @@ async function openPanel(page: Page): Promise<Frame> {
   await frame.locator('#main[data-visitor-id]').waitFor({ state: 'attached', timeout: 15_000 });
   await frame.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
   return frame;
-}
-
-/** axe-core's serious and critical violations on the page and its frames (the widget's panel included). */
-async function seriousViolations(page: Page) {
-  const results = await new AxeBuilder({ page })
-    .withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa'])
-    .analyze();
-  return results.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 const say = async (where: Page | Frame, text: string) => {
@@ -220,7 +210,7 @@ describeInBrowser('the widget on a merchant’s page of another origin', () => {
         await panel.waitForSelector('#attachment-result[data-verdict="sent"]');
         await agent.locator('#messages a.attachment-link.file', { hasText: 'receipt.txt' }).waitFor();
 
-        expect(await seriousViolations(page), 'axe: the host page with the panel open').toEqual([]);
+        await expectNoSeriousViolations(page, 'axe: the host page with the panel open');
         await saveScreenshot(page, 'widget');
 
         // Minimised: Escape in the panel closes it and gives the focus back to the launcher.
@@ -233,7 +223,7 @@ describeInBrowser('the widget on a merchant’s page of another origin', () => {
         await poll(() => launcher.getAttribute('aria-label')).toBe('Chat with us (1 unread)');
         expect(await page.locator('parley-widget .badge').textContent()).toBe('1');
         expect(Number(await panel.locator('#main').getAttribute('data-alerts'))).toBeGreaterThanOrEqual(1);
-        expect(await seriousViolations(page), 'axe: the launcher with its badge').toEqual([]);
+        await expectNoSeriousViolations(page, 'axe: the launcher with its badge');
         await launcher.click();
         await poll(() => page.locator('parley-widget .badge').isHidden()).toBe(true);
 
@@ -251,7 +241,7 @@ describeInBrowser('the widget on a merchant’s page of another origin', () => {
         // Alice closes; the panel invites to rate; the visitor rates.
         await agent.getByRole('button', { name: 'Close the conversation' }).click();
         await panel.locator('#rating-form').waitFor();
-        expect(await seriousViolations(page), 'axe: the rating invitation').toEqual([]);
+        await expectNoSeriousViolations(page, 'axe: the rating invitation');
         await panel.getByLabel('Rating').selectOption('5');
         await panel.getByRole('button', { name: 'Send rating' }).click();
         await panel.locator('#rating-result[data-result="rated"]').waitFor();
@@ -302,7 +292,7 @@ describeInBrowser('the widget on a merchant’s page of another origin', () => {
         // Full screen below 480 px.
         const box = await tab.page.locator('parley-widget iframe').boundingBox();
         expect(box).toEqual({ x: 0, y: 0, width: 390, height: 780 });
-        expect(await seriousViolations(tab.page), 'axe: the panel in Chinese on a phone').toEqual([]);
+        await expectNoSeriousViolations(tab.page, 'axe: the panel in Chinese on a phone');
         expect(tab.problems).toEqual([]);
         // The visitor leaves: its conversation closes, so Alice's capacity stays free.
         await panel.getByRole('button', { name: '结束会话' }).click();

@@ -173,7 +173,12 @@ export function messageLog(
         'data-after-seq': n.after_seq,
         'data-conversation': n.conversation_id,
       },
-      el('span', { className: 'message-sender' }, strings.notePrefix, el('bdi', { text: n.agent_nickname || strings.anAgent })),
+      el(
+        'span',
+        { className: 'message-sender' },
+        strings.notePrefix,
+        el('bdi', { text: n.agent_nickname || strings.anAgent }),
+      ),
       el('p', { className: 'message-text', dir: 'auto', text: n.content }),
       el(
         'span',
