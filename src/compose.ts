@@ -6,6 +6,7 @@ import type { Deps } from './deps.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './observability/metrics.js';
 import { createImagePool } from './resolvers/attachments/images.js';
+import { createSendPool } from './resolvers/budgets/chat.js';
 import { createMerchantConfigCache, type MerchantConfigCache } from './resolvers/merchant-config.js';
 import { createRealtimeService, type RealtimeService } from './resolvers/realtime.js';
 import { memoryEventBus, redisEventBus } from './stores/bus.js';
@@ -68,6 +69,7 @@ export async function buildDeps(
     now: Date.now,
     storage,
     imageWork: createImagePool(config.attachments),
+    chatSends: createSendPool(config.chatLimits),
     realtime: undefined as unknown as RealtimeService, // set below: the service reads these deps
     configCache: undefined as unknown as MerchantConfigCache, // set below, likewise
     async close() {

@@ -53,6 +53,14 @@ export interface Config {
     merchantMessagesPerMinute: number;
     /** Conversations a visitor may open per hour, and as many it may close. */
     conversationsPerHour: number;
+    /** Visitor sends of one merchant being stored at once on an instance (fairness between merchants). */
+    merchantSendsInFlight: number;
+    /** Visitor sends of one merchant waiting for one of those slots; past it refused at once. */
+    merchantSendsQueued: number;
+    /** Contact details a visitor may leave per hour (`leaveContactDetails`). */
+    contactDetailsPerHour: number;
+    /** Contact details one merchant's visitors may leave per minute, all together. */
+    merchantContactDetailsPerMinute: number;
   };
   logLevel: string;
   presenceGraceSeconds: number;
@@ -186,6 +194,10 @@ const envSchema = z.object({
   CHAT_MESSAGES_PER_HOUR: int(1, 10_000_000).default(1200),
   CHAT_MERCHANT_MESSAGES_PER_MINUTE: int(1, 10_000_000).default(1200),
   CHAT_CONVERSATIONS_PER_HOUR: int(1, 1_000_000).default(30),
+  CHAT_MERCHANT_SENDS_IN_FLIGHT: int(1, 100_000).default(4),
+  CHAT_MERCHANT_SENDS_QUEUED: int(0, 1_000_000).default(16),
+  CHAT_CONTACT_DETAILS_PER_HOUR: int(1, 1_000_000).default(10),
+  CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE: int(1, 10_000_000).default(300),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
@@ -308,6 +320,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       messagesPerHour: e.CHAT_MESSAGES_PER_HOUR,
       merchantMessagesPerMinute: e.CHAT_MERCHANT_MESSAGES_PER_MINUTE,
       conversationsPerHour: e.CHAT_CONVERSATIONS_PER_HOUR,
+      merchantSendsInFlight: e.CHAT_MERCHANT_SENDS_IN_FLIGHT,
+      merchantSendsQueued: e.CHAT_MERCHANT_SENDS_QUEUED,
+      contactDetailsPerHour: e.CHAT_CONTACT_DETAILS_PER_HOUR,
+      merchantContactDetailsPerMinute: e.CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE,
     },
     logLevel: e.LOG_LEVEL,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,

@@ -40,5 +40,7 @@ export interface Deps {
   storage: ObjectStorage;
   /** The instance's bounded pool of image re-encoding jobs (src/resolvers/attachments/images.ts). */
   imageWork: WorkPool;
+  /** Visitor sends being stored, per merchant (src/resolvers/budgets/chat.ts, fairness between merchants). */
+  chatSends: WorkPool;
   now: () => number;
 }

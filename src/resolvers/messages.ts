@@ -152,9 +152,23 @@ function isDuplicateSend(error: unknown, depth = 0): boolean {
 export async function sendMessage(deps: Deps, viewer: ChatViewer, given: SendInput): Promise<SendResult> {
   const input = parseInput(sendInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
-  const who = sender(viewer);
   // Before any database work: a flood is refused at the cost of a counter (retries count too).
   await chargeMessage(deps, viewer);
+  // Fairness between merchants: a visitor send is stored in one of its merchant's few slots
+  // (budgets/chat.ts), so one merchant's flood cannot queue the database ahead of the others.
+  if (viewer.kind === 'visitor')
+    return deps.chatSends.run(viewer.merchantId, () => storeSend(deps, viewer, input, visitorId));
+  return storeSend(deps, viewer, input, visitorId);
+}
+
+/** The stored part of a send, once its budgets are charged. */
+async function storeSend(
+  deps: Deps,
+  viewer: ChatViewer,
+  input: z.output<typeof sendInput>,
+  visitorId: string,
+): Promise<SendResult> {
+  const who = sender(viewer);
   if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   const stored = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
   if (stored) return stored;

@@ -98,6 +98,13 @@ export interface Connection {
   admitSubscription(): () => void;
   /** Re-checks `stillValid` with the identity; when it turns false the connection ends (forbidden). */
   followCapability(stillValid: () => Promise<boolean>, reason: string): void;
+  /**
+   * Counts this socket against the socket cap of `holder`, the visitor whose channel it follows
+   * by capability (no identity of its own): a capability is capped as its identity is, so sockets
+   * without a token cannot pile up on one visitor's channel. Once per socket and holder, until the
+   * socket closes. Throws RATE_LIMITED past WS_MAX_SOCKETS_PER_IDENTITY.
+   */
+  holdCapability(holder: ChannelViewer): void;
   /** Ends the connection (slow consumer, shutdown …). */
   end(end: ConnectionEnd, reason: string): void;
   /** The transport's socket closed: stops everything this connection started. */
@@ -158,6 +165,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
     let revalidate: NodeJS.Timeout | undefined;
     let presenceId: string | undefined;
     let subscriptions = 0;
+    const capabilityHolders = new Set<string>(); // identity keys this socket counts against through a capability
     const window = { start: Date.now(), count: 0 };
 
     const sessionPort = () =>
@@ -324,6 +332,15 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
         startRechecks();
       },
 
+      holdCapability(holder) {
+        const key = identityKey(holder);
+        if (key === ownKey || capabilityHolders.has(key) || stop.signal.aborted) return;
+        if (tallies.of(key).sockets >= limits.socketsPerIdentity)
+          throw new DomainError('RATE_LIMITED', 'Too many connections on this visitor channel');
+        capabilityHolders.add(key);
+        tallies.add(key, 'sockets', 1);
+      },
+
       end,
 
       async closed() {
@@ -334,6 +351,8 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
         tallies.total.sockets--;
         tallies.add(addressKey(address), 'sockets', -1);
         if (ownKey) tallies.add(ownKey, 'sockets', -1);
+        for (const key of capabilityHolders) tallies.add(key, 'sockets', -1);
+        capabilityHolders.clear();
         await deps.realtime.presence.disconnected(presenceId);
       },
     };

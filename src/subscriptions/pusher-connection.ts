@@ -278,6 +278,7 @@ export class PusherConnection {
       ? await visitorOfChannelCapability(deps, app.id, channel)
       : undefined;
     if (!visitor) throw new DomainError('FORBIDDEN', `Not allowed to subscribe to channel ${JSON.stringify(channel)}`);
+    connection.holdCapability(visitor);
     connection.followCapability(
       async () => Boolean(await visitorOfChannelCapability(deps, app.id, channel)),
       'Visitor channel no longer valid: get a new visitor token',

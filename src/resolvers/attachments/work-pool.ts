@@ -16,6 +16,11 @@ export interface WorkPoolOptions {
   queueTimeoutMs: number;
   /** What the refusal says is busy, e.g. "Image processing". */
   what: string;
+  /**
+   * The refusal's code: SERVICE_UNAVAILABLE (503, 1503: the instance is busy) by default;
+   * RATE_LIMITED (429, 1429) where the line is a tenant's own budget (chat sends).
+   */
+  refusal?: 'SERVICE_UNAVAILABLE' | 'RATE_LIMITED';
 }
 
 export interface WorkPool {
@@ -41,7 +46,11 @@ export function createWorkPool(o: WorkPoolOptions): WorkPool {
   const line: Waiter[] = [];
   const retryAfter = Math.max(1, Math.ceil(o.queueTimeoutMs / 1000));
   const busy = (why: string) =>
-    new DomainError('SERVICE_UNAVAILABLE', `${o.what} is busy (${why}), retry in ${retryAfter} s`, retryAfter);
+    new DomainError(
+      o.refusal ?? 'SERVICE_UNAVAILABLE',
+      `${o.what} is busy (${why}), retry in ${retryAfter} s`,
+      retryAfter,
+    );
 
   const add = (map: Map<string, number>, tenant: string, n: number) => {
     const v = (map.get(tenant) ?? 0) + n;

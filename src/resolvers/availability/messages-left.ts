@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { agentGroups, agents, conversations, merchants, visitors } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
+import { chargeContactDetails } from '../budgets/chat.js';
 import { openConversation } from '../chat-rows.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
@@ -235,6 +236,8 @@ export async function leaveContactDetails(
   raw: z.input<typeof contactInput>,
 ): Promise<Record<string, string>> {
   const input = parseInput(contactInput, raw);
+  // Anyone can get a visitor token: each call is a locked write, so it has a budget (budgets/chat.ts).
+  await chargeContactDetails(deps, viewer);
   const asked = await contactFieldsOf(deps, viewer.merchantId);
   const given = Object.fromEntries(
     Object.entries(input).filter(([k, v]) => v !== undefined && asked.includes(k as ContactField)),

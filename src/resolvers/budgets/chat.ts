@@ -1,4 +1,6 @@
+import type { Config } from '../../config.js';
 import type { Deps } from '../../deps.js';
+import { createWorkPool, type WorkPool } from '../attachments/work-pool.js';
 import type { AgentViewer, VisitorViewer } from '../viewer.js';
 
 /**
@@ -11,8 +13,32 @@ import type { AgentViewer, VisitorViewer } from '../viewer.js';
  * - visitor messages per merchant: however many tokens one merchant's visitors hold, their
  *   writes share one budget, so they cannot take the shared instance from other merchants;
  * - conversations opened, and closed, per visitor: a send + close loop would otherwise publish
- *   on the merchant's `global-{bid}` channel without end.
+ *   on the merchant's `global-{bid}` channel without end;
+ * - visitor sends in flight per merchant (`createSendPool`): budgets bound how much a merchant's
+ *   visitors store, not how much work they keep the instance doing at once; this bounds that.
  */
+
+/** Longest wait of a visitor send for a slot of its merchant, before it is refused (1429). */
+export const SEND_QUEUE_TIMEOUT_MS = 5000;
+
+/**
+ * Fairness between merchants (issue 27, flood fairness): at most `CHAT_MERCHANT_SENDS_IN_FLIGHT`
+ * visitor sends of one merchant are stored at once on an instance, at most
+ * `CHAT_MERCHANT_SENDS_QUEUED` wait for a slot (up to SEND_QUEUE_TIMEOUT_MS), and any more are
+ * refused at once with RATE_LIMITED and `Retry-After`. A flooding merchant therefore holds at
+ * most its share of the database however many tokens its visitors hold, and another merchant's
+ * send never waits behind its line. Agents' sends are not counted: a visitor flood cannot
+ * silence the merchant's agents.
+ */
+export const createSendPool = (limits: Config['chatLimits']): WorkPool =>
+  createWorkPool({
+    slots: Number.POSITIVE_INFINITY,
+    slotsPerTenant: limits.merchantSendsInFlight,
+    queuePerTenant: limits.merchantSendsQueued,
+    queueTimeoutMs: SEND_QUEUE_TIMEOUT_MS,
+    what: 'Sending for this merchant’s visitors',
+    refusal: 'RATE_LIMITED',
+  });
 
 /** Seconds of the burst window of CHAT_MESSAGE_BURST. */
 export const MESSAGE_BURST_SECONDS = 10;
@@ -43,6 +69,20 @@ export async function chargeConversationOpened(deps: Deps, viewer: VisitorViewer
   await deps
     .rateLimiter({ name: 'chat-opened', points: deps.config.chatLimits.conversationsPerHour, durationSeconds: 3600 })
     .consume(viewer.visitorId, wait('conversations opened this hour'));
+}
+
+/**
+ * Counts contact details a visitor leaves (each is a locked write of its conversation): per
+ * visitor per hour, and per merchant per minute for all its visitors together.
+ */
+export async function chargeContactDetails(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  const limits = deps.config.chatLimits;
+  await deps
+    .rateLimiter({ name: 'chat-contact-merchant', points: limits.merchantContactDetailsPerMinute, durationSeconds: 60 })
+    .consume(viewer.merchantId, wait('contact details from this merchant’s visitors'));
+  await deps
+    .rateLimiter({ name: 'chat-contact', points: limits.contactDetailsPerHour, durationSeconds: 3600 })
+    .consume(viewer.visitorId, wait('contact details this hour'));
 }
 
 /** Counts a conversation the visitor closes. */

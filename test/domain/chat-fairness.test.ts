@@ -1,0 +1,173 @@
+import { eq } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { messages } from '../../src/db/schema.js';
+import type { Deps } from '../../src/deps.js';
+import { DomainError } from '../../src/errors.js';
+import { leaveContactDetails } from '../../src/resolvers/availability/messages-left.js';
+import { createSendPool } from '../../src/resolvers/budgets/chat.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { sendMessage } from '../../src/resolvers/messages.js';
+import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
+
+/**
+ * Issue 27, flood fairness: one merchant's visitors keep at most CHAT_MERCHANT_SENDS_IN_FLIGHT
+ * sends being stored at once (CHAT_MERCHANT_SENDS_QUEUED more wait); past that a send is refused
+ * at once with RATE_LIMITED and a wait, and another merchant's send goes through meanwhile.
+ */
+let deps: TestDeps;
+let f: Factories;
+useTestDeps((made) => {
+  deps = made.deps;
+  f = made.f;
+});
+
+/** A merchant with an online agent, and `n` visitors each in an active conversation with it. */
+async function shop(n: number) {
+  const m = await f.merchant();
+  const agent = await f.agent(m);
+  await f.online(agent);
+  const visitors = [];
+  for (let i = 0; i < n; i++) {
+    const visitor = await f.visitor(m);
+    await assignAgent(deps, visitor);
+    visitors.push(visitor);
+  }
+  return { m, agent, visitors };
+}
+
+/**
+ * Deps with a pool of `inFlight` slots and `queued` places per merchant, whose database holds the
+ * first `held` transactions until `release()` (sends that are "being stored" for as long as the
+ * test wants).
+ */
+function heldDeps(inFlight: number, queued: number, held: number) {
+  let gate: () => void = () => {};
+  const opened = new Promise<void>((resolve) => {
+    gate = resolve;
+  });
+  let holding = 0;
+  let entered = 0;
+  const db = new Proxy(deps.db, {
+    get(target, prop) {
+      if (prop === 'transaction')
+        return async (...args: Parameters<typeof target.transaction>) => {
+          if (holding < held) {
+            holding++;
+            entered++;
+            await opened;
+          }
+          return target.transaction(...args);
+        };
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const chatLimits = { ...deps.config.chatLimits, merchantSendsInFlight: inFlight, merchantSendsQueued: queued };
+  const held$: Deps = {
+    ...deps,
+    db,
+    config: { ...deps.config, chatLimits },
+    chatSends: createSendPool(chatLimits),
+  };
+  return { deps: held$, release: () => gate(), entered: () => entered };
+}
+
+const outcome = (work: Promise<unknown>) =>
+  work.then(
+    () => 'stored' as const,
+    (error: unknown) => {
+      if (error instanceof DomainError) return error;
+      throw error;
+    },
+  );
+
+const settledWithin = async <T>(p: Promise<T>, ms: number) =>
+  Promise.race([p, new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), ms))]);
+
+describe('fairness between merchants: visitor sends in flight per merchant', () => {
+  it('a flooding merchant gets RATE_LIMITED with a wait past its slots and line; another merchant’s send is stored meanwhile', async () => {
+    const flood = await shop(10);
+    const other = await shop(1);
+    const held = heldDeps(2, 3, 2);
+    // Ten sends at once: two are being stored (held), three wait in line, five are refused at once.
+    const sends = flood.visitors.map((v, i) =>
+      outcome(sendMessage(held.deps, v, { clientMsgId: `flood-${i}`, content: 'x'.repeat(5000) })),
+    );
+    const early = await Promise.all(sends.map((s) => settledWithin(s, 1500)));
+    const refused = early.filter((r): r is DomainError => r instanceof DomainError);
+    expect(refused).toHaveLength(5);
+    for (const r of refused) {
+      expect(r.code).toBe('RATE_LIMITED');
+      expect(r.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+      expect(r.message).toMatch(/busy/);
+    }
+    expect(held.entered()).toBe(2);
+    // The other merchant is not behind the flooding merchant's line.
+    const otherSend = await outcome(
+      sendMessage(held.deps, other.visitors[0] as (typeof other.visitors)[number], {
+        clientMsgId: 'other',
+        content: 'hello',
+      }),
+    );
+    expect(otherSend).toBe('stored');
+    // The merchant's agent is not counted either.
+    const agentSend = await outcome(
+      sendMessage(held.deps, flood.agent, {
+        visitorId: (flood.visitors[0] as (typeof flood.visitors)[number]).visitorId,
+        clientMsgId: 'agent',
+        content: 'still here',
+      }),
+    );
+    expect(agentSend).toBe('stored');
+    held.release();
+    const final = await Promise.all(sends);
+    expect(final.filter((r) => r === 'stored')).toHaveLength(5);
+    const stored = await deps.db.select().from(messages).where(eq(messages.merchantId, flood.m.merchantId));
+    expect(stored.filter((m) => m.clientMsgId?.startsWith('flood-'))).toHaveLength(5);
+  });
+
+  it('the defaults are documented values: 4 in flight, 16 waiting', () => {
+    expect(deps.config.chatLimits).toMatchObject({ merchantSendsInFlight: 4, merchantSendsQueued: 16 });
+  });
+});
+
+describe('leaveContactDetails has a budget per visitor and per merchant', () => {
+  const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
+    ...deps,
+    config: { ...deps.config, chatLimits: { ...deps.config.chatLimits, ...chatLimits } },
+  });
+  const refusal = (work: Promise<unknown>) =>
+    outcome(work).then((r) => (r instanceof DomainError ? { code: r.code, retryAfter: r.retryAfterSeconds } : r));
+
+  it('past CHAT_CONTACT_DETAILS_PER_HOUR a visitor is refused RATE_LIMITED with the wait; another visitor is not', async () => {
+    const { visitors } = await shop(2);
+    const [a, b] = visitors as [(typeof visitors)[number], (typeof visitors)[number]];
+    const budget = limited({ contactDetailsPerHour: 2 });
+    for (let i = 0; i < 2; i++)
+      expect(await refusal(leaveContactDetails(budget, a, { email: `a${i}@example.com` }))).toBe('stored');
+    const refused = await refusal(leaveContactDetails(budget, a, { email: 'again@example.com' }));
+    expect(refused).toMatchObject({ code: 'RATE_LIMITED' });
+    expect((refused as { retryAfter: number }).retryAfter).toBeGreaterThan(60);
+    expect(await refusal(leaveContactDetails(budget, b, { email: 'b@example.com' }))).toBe('stored');
+  });
+
+  it('one merchant’s visitors share CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE; another merchant’s are not held back', async () => {
+    const flood = await shop(4);
+    const other = await shop(1);
+    const budget = limited({ merchantContactDetailsPerMinute: 3 });
+    const answers = [];
+    for (const v of flood.visitors)
+      answers.push(await refusal(leaveContactDetails(budget, v, { phone: '+33 1 23 45 67 89' })));
+    expect(answers.slice(0, 3)).toEqual(['stored', 'stored', 'stored']);
+    expect(answers[3]).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(
+      await refusal(
+        leaveContactDetails(budget, other.visitors[0] as (typeof other.visitors)[number], { name: 'Lily' }),
+      ),
+    ).toBe('stored');
+  });
+
+  it('the defaults are documented values: 10 per visitor and hour, 300 per merchant and minute', () => {
+    expect(deps.config.chatLimits).toMatchObject({ contactDetailsPerHour: 10, merchantContactDetailsPerMinute: 300 });
+  });
+});
