@@ -53,6 +53,8 @@ describeInBrowser('agent pages in a real browser', () => {
     expect(await page.getByRole('button', { name: /captcha/i }).isVisible()).toBe(true);
     await screenshot(page, 'agent-login');
     await expectNoSeriousViolations(page, 'the login page');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await expectNoSeriousViolations(page, 'the login page, dark');
     expect(tab.problems).toEqual([]);
   });
 

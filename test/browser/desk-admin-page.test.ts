@@ -85,6 +85,9 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     await admin.locator('#audit tr', { hasText: 'settings.updated' }).waitFor();
     await screenshot(admin, 'desk-admin');
     await expectNoSeriousViolations(admin, 'the admin page with agents, a group and saved settings');
+    await admin.emulateMedia({ colorScheme: 'dark' });
+    await expectNoSeriousViolations(admin, 'the admin page, dark');
+    await admin.emulateMedia({ colorScheme: 'light' });
 
     // The visitor bootstrap of that merchant reflects them.
     const appkey = merchant?.appkey ?? '';
