@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { pipeline, type Readable } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -82,7 +82,8 @@ export function s3ObjectStorage(settings: S3Settings): ObjectStorage {
             Range: range ? `bytes=${range.start}-${range.end}` : undefined,
           }),
         );
-        return answer.Body as Readable | undefined;
+        const body = answer.Body as Readable | undefined;
+        return body && range ? exactRange(body, range, answer.ContentRange) : body;
       } catch (error) {
         if (error instanceof NoSuchKey) return undefined;
         if (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404) return undefined;
@@ -107,4 +108,33 @@ export function s3ObjectStorage(settings: S3Settings): ObjectStorage {
       client.destroy();
     },
   };
+}
+
+/**
+ * Exactly the bytes of `range`, whatever the store sent: an S3-compatible server that ignores a
+ * `Range` (s3rver answers `bytes=0-0` with the whole object) or serves more than asked must not
+ * put more bytes on the wire than the Content-Length the gateway announced. The answer's
+ * Content-Range says where its bytes start (none: the whole object, from 0); what precedes the
+ * range is skipped, what follows it is never read (the source is closed).
+ */
+function exactRange(body: Readable, range: ByteRange, contentRange: string | undefined): Readable {
+  const served = /^bytes (\d+)-\d+\//.exec(contentRange ?? '');
+  const servedStart = served ? Number(served[1]) : 0;
+  if (servedStart > range.start) {
+    body.destroy();
+    throw new Error(`S3 served bytes from ${servedStart}, after the range asked (${range.start})`);
+  }
+  let skip = range.start - servedStart;
+  let left = range.end - range.start + 1;
+  async function* slice() {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      const from = Math.min(skip, chunk.length);
+      skip -= from;
+      const part = chunk.subarray(from, from + left);
+      left -= part.length;
+      if (part.length > 0) yield part;
+      if (left <= 0) return; // leaving the loop closes the source
+    }
+  }
+  return Readable.from(slice(), { objectMode: false });
 }
