@@ -1,11 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { eq } from 'drizzle-orm';
 import type { Browser, Frame, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { merchants } from '../../src/db/schema.js';
+import { userHashFor } from '../../src/resolvers/visitor.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
-  type BrowserTab,
   browserAvailable,
   describeInBrowser,
   launchChromium,
@@ -28,7 +30,10 @@ const STORY_TIMEOUT = 180_000;
 const LAUNCHER_COLOR = 'rgb(10, 125, 56)';
 
 /** The merchant's page: its own styles (which must neither reach the widget nor be changed by it) and the snippet. */
-const hostPage = (gateway: string, options: { snippet: boolean; lang?: string }) => `<!doctype html>
+const hostPage = (
+  gateway: string,
+  options: { snippet: boolean; lang?: string; user?: { id: string; hash: string } },
+) => `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
@@ -50,7 +55,9 @@ const hostPage = (gateway: string, options: { snippet: boolean; lang?: string })
   </main>
   ${
     options.snippet
-      ? `<script src="${gateway}/widget.js" data-appkey="demo-appkey" data-lang="${options.lang ?? 'en'}" data-color="#0a7d38" data-position="right" async></script>`
+      ? `<script src="${gateway}/widget.js" data-appkey="demo-appkey" data-lang="${options.lang ?? 'en'}" data-color="#0a7d38" data-position="right"${
+          options.user ? ` data-user-id="${options.user.id}" data-user-hash="${options.user.hash}"` : ''
+        } async></script>`
       : ''
   }
 </body>
@@ -60,9 +67,12 @@ let t: TestApp;
 let browser: Browser;
 let host: Server;
 let hostUrl: string;
+let identitySecret = '';
 beforeAll(async () => {
   if (!browserAvailable) return;
   [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  const [demo] = await t.app.deps.db.select().from(merchants).where(eq(merchants.bid, 'demo'));
+  identitySecret = demo?.identitySecret ?? '';
   host = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://host');
     if (url.pathname !== '/' && url.pathname !== '/plain') {
@@ -70,7 +80,11 @@ beforeAll(async () => {
       return;
     }
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    res.end(hostPage(t.url, { snippet: url.pathname === '/', lang: url.searchParams.get('lang') ?? 'en' }));
+    const userId = url.searchParams.get('user');
+    const user = userId
+      ? { id: userId, hash: url.searchParams.get('hash') ?? userHashFor(identitySecret, userId) }
+      : undefined;
+    res.end(hostPage(t.url, { snippet: url.pathname === '/', lang: url.searchParams.get('lang') ?? 'en', user }));
   });
   await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
   // Another origin than the gateway's (http://127.0.0.1:<port>): another host name and port.
@@ -297,6 +311,48 @@ describeInBrowser('the widget on a merchant’s page of another origin', () => {
         // The visitor leaves: its conversation closes, so Alice's capacity stays free.
         await panel.getByRole('button', { name: '结束会话' }).click();
         await poll(() => panel.locator('#chat-state').getAttribute('data-state')).toBe('closed');
+      } finally {
+        await tab.close();
+      }
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
+    'data-user-id with data-user-hash: the same identified visitor on every device; the hash never travels in a URL; a wrong hash is refused',
+    async () => {
+      const uids: string[] = [];
+      for (let device = 0; device < 2; device++) {
+        const tab = await openTab(browser);
+        const urls: string[] = [];
+        tab.page.on('request', (request) => urls.push(request.url()));
+        try {
+          await tab.page.goto(`${hostUrl}/?user=customer-42`);
+          const panel = await openPanel(tab.page);
+          uids.push((await panel.locator('#main').getAttribute('data-visitor-id')) ?? '');
+          // The identity went in the iframe address's fragment, which no request carries.
+          const hash = userHashFor(identitySecret, 'customer-42');
+          expect(urls.filter((u) => u.includes(hash))).toEqual([]);
+          expect(panel.url()).not.toContain(hash);
+          await panel.getByRole('button', { name: 'End the conversation' }).click();
+          expect(tab.problems).toEqual([]);
+        } finally {
+          await tab.close();
+        }
+      }
+      expect(uids[0]).toMatch(/^v/);
+      expect(uids[1]).toBe(uids[0]);
+
+      const tab = await openTab(browser);
+      try {
+        await tab.page.goto(`${hostUrl}/?user=customer-42&hash=${'0'.repeat(64)}`);
+        await tab.page.locator('parley-widget').getByRole('button').click();
+        const iframe = tab.page.locator('parley-widget iframe');
+        await iframe.waitFor();
+        const panel = await (await iframe.elementHandle())?.contentFrame();
+        const alert = panel?.getByRole('alert').first();
+        await alert?.waitFor();
+        expect(await alert?.textContent()).toBe('user_hash does not match user_id');
       } finally {
         await tab.close();
       }

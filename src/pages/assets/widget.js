@@ -9,6 +9,7 @@ import {
   typingNotifier,
 } from '/assets/chat.js';
 import { CODES, EVENTS } from '/assets/contract.js';
+import { historyPager } from '/assets/history.js';
 import { openChannels } from '/assets/realtime.js';
 import { attachments } from '/assets/widget-attachments.js';
 import { contactForm, ratingForm } from '/assets/widget-forms.js';
@@ -46,7 +47,6 @@ const status = byId('connection-status');
 const chatState = byId('chat-state');
 const input = byId('message-input', HTMLTextAreaElement);
 const sendError = byId('send-error');
-const loadOlder = byId('load-older', HTMLButtonElement);
 const closeButton = byId('close-chat', HTMLButtonElement);
 const announcer = byId('announcer');
 const soundToggle = byId('sound-toggle', HTMLButtonElement);
@@ -80,8 +80,6 @@ let channels;
 let auth = {};
 /** @type {Conversation} */
 let conversation = { state: 'none' };
-/** @type {string | null} */
-let olderCursor = null;
 /** Whether the panel is shown (the loader says; always when opened as a page). */
 let open = true;
 let unread = 0;
@@ -317,36 +315,21 @@ async function listMessages(query) {
   return body.data;
 }
 
+// The newest page, "Earlier messages" (before) and a live message's seq jump (after): assets/history.js.
+const pager = historyPager({ log, fetchPage: listMessages, older: byId('load-older', HTMLButtonElement) });
+
 async function loadHistory() {
-  const page = await listMessages({ limit: '30' });
-  if (!page) return;
-  log.merge(page.messages);
-  olderCursor = page.has_more ? page.start_cursor : null;
-  loadOlder.hidden = !olderCursor;
-  markReadSoon();
+  if (await pager.loadNewest()) markReadSoon();
 }
 
-loadOlder.addEventListener('click', async () => {
-  if (!olderCursor) return;
-  loadOlder.disabled = true;
-  const page = await listMessages({ before: olderCursor, limit: '30' });
-  loadOlder.disabled = false;
-  if (!page) return;
-  log.merge(page.messages);
-  olderCursor = page.has_more ? page.start_cursor : null;
-  loadOlder.hidden = !olderCursor;
-});
-
 /**
- * A message from the live stream. A `seq` jump is filled from the history with `after` = the
- * last seq we have, so nothing is skipped. The agent's messages are announced (live region),
- * counted on the launcher's badge and sounded while the panel is not in view.
+ * A message from the live stream. A `seq` jump is filled from the history (the pager), so
+ * nothing is skipped. The agent's messages are announced (live region), counted on the
+ * launcher's badge and sounded while the panel is not in view.
  * @param {Message} m
  */
 async function receive(m) {
-  const last = log.lastSeq(m.conversation_id);
-  const known = log.hasAllUpTo(m.conversation_id, m.seq) && m.seq <= last;
-  log.merge([m]);
+  const known = log.hasAllUpTo(m.conversation_id, m.seq) && m.seq <= log.lastSeq(m.conversation_id);
   if (m.sender_type === 'agent') typing.show(labels.agent, false);
   if (m.sender_type !== 'visitor' && !known) {
     const name = m.sender_type === 'agent' ? (m.meta?.bot === true ? t('bot') : labels.agent) : setting.appname;
@@ -359,19 +342,8 @@ async function receive(m) {
       alertSound();
     }
   }
-  if (m.seq > last + 1 && !log.hasAllUpTo(m.conversation_id, m.seq)) await fillHole(last);
+  await pager.receive(m);
   if (m.sender_type !== 'visitor') markReadSoon();
-}
-
-async function fillHole(/** @type {number} */ after) {
-  let cursor = String(after);
-  for (let pages = 0; pages < 20; pages++) {
-    const page = await listMessages({ after: cursor, limit: '50' });
-    if (!page) return;
-    log.merge(page.messages);
-    if (!page.has_more || !page.end_cursor) return;
-    cursor = page.end_cursor;
-  }
 }
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
@@ -407,6 +379,7 @@ function handle(event) {
     case EVENTS.typing:
       if (data.sender_type === 'agent') typing.show(labels.agent, data.typing === true);
       break;
+    case EVENTS['conversation.requeued']:
     case EVENTS['conversation.queued']:
       showConversation({ id: data.conversation_id, state: 'queued', agent: null, position: data.queue_position });
       break;
