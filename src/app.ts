@@ -11,7 +11,7 @@ import { limitServer, serverOptions } from './http/connections.js';
 import { graphqlCors } from './http/cors.js';
 import { refuseCrossSiteWrites } from './http/cross-site.js';
 import { refuseMalformedGraphQLParams } from './http/graphql-params.js';
-import { API_PATHS, noStore } from './http/no-store.js';
+import { noStoreOnApiPaths } from './http/no-store.js';
 import { agentSessionUnlessBearer, createSessionLayer, type SessionLayer } from './http/session.js';
 import { createLogger, type Logger } from './log.js';
 import { countSockets, metricsGuard, requestObservability } from './observability/http.js';
@@ -30,6 +30,7 @@ import { refuseTwoIdentities } from './rest/one-identity.js';
 import { openApiDocsPages } from './rest/openapi.js';
 import { bodyError, MAX_BODY, mountRoutes } from './rest/route.js';
 import { createGraphQLServer } from './schema/yoga.js';
+import { createDirectGraphQL } from './schema/yoga-direct.js';
 import { createConnectionCore } from './subscriptions/connection.js';
 import { createFanout } from './subscriptions/fanout.js';
 import { createPusherServer, PUSHER_PATH } from './subscriptions/pusher.js';
@@ -61,7 +62,9 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   const deps = await buildDeps(config, log, { database: opts.database });
   instrumentDeps(deps);
   const sessions = createSessionLayer(config, deps.redis);
-  const yoga = createGraphQLServer(deps);
+  // The common JSON POST skips yoga's Fetch API adapter (src/schema/yoga-direct.ts).
+  const directGraphQL = createDirectGraphQL();
+  const yoga = createGraphQLServer(deps, [directGraphQL.plugin]);
   // The chat's background work (outbox drain, idle close, queue retry): started with the server.
   const chat = createChatService(deps);
   // Webhook deliveries (docs/integration.md): every instance sends its share of the due ones.
@@ -79,7 +82,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
   app.use(refuseCrossSiteWrites(config), declaredBodyCap(isStreamingUpload));
   app.use(refuseTwoIdentities(log));
-  app.use(API_PATHS, noStore);
+  app.use(noStoreOnApiPaths);
   app.use('/metrics', metricsGuard(config));
   // The agent Session serves the REST endpoints and the pages under /agent alike.
   app.use('/agent', sessions.middleware);
@@ -94,6 +97,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
     refuseMalformedGraphQLParams,
     unlessBearer,
     express.json({ limit: MAX_BODY }),
+    directGraphQL.handle(yoga as never),
     cappedRawBody,
     (req: Request, res: Response) => {
       yoga.requestListener(req, res);

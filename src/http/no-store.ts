@@ -12,3 +12,19 @@ export function noStore(_req: Request, res: Response, next: NextFunction) {
 
 /** The path prefixes `noStore` is mounted on. */
 export const API_PATHS = ['/agent', '/visitor', '/graphql', '/internal'];
+
+/**
+ * `noStore` on the API paths, as one middleware: `app.use(API_PATHS, noStore)` would add a layer
+ * per prefix for every request to walk. A prefix matches as express mounts one: the whole path
+ * or a path segment, case-insensitively.
+ */
+export function noStoreOnApiPaths(req: Request, res: Response, next: NextFunction) {
+  const path = req.path.toLowerCase();
+  for (const prefix of API_PATHS) {
+    if (path.startsWith(prefix) && (path.length === prefix.length || path[prefix.length] === '/')) {
+      res.setHeader('Cache-Control', 'no-store');
+      break;
+    }
+  }
+  next();
+}

@@ -59,7 +59,7 @@ export function securityHeaders(config: Config): RequestHandler {
   const withoutCsp = helmet({ contentSecurityPolicy: false, strictTransportSecurity: config.env === 'production' });
   const graphiql = config.env === 'development';
 
-  // helmet's headers depend only on the socket origin, so each distinct set is computed once by
+  // helmet's headers depend only on the socket origin (so on the WebSocket address), so each distinct set is computed once by
   // running helmet against a recording response, then copied onto every response: the headers
   // stay helmet's, the per-request cost is a few setHeader calls.
   const record = (handler: RequestHandler, req: IncomingMessage) => {
@@ -80,7 +80,8 @@ export function securityHeaders(config: Config): RequestHandler {
       return next();
     }
     const variant = variantOf(path);
-    const key = `${variant.name} ${socketOrigin(req, res)}`;
+    // Keyed by the WebSocket address (a few string checks), so a known one needs no URL parse.
+    const key = `${variant.name} ${wsAddressFor(req, config)}`;
     let headers = byOrigin.get(key);
     if (!headers) {
       headers = record(variant.handler, req);

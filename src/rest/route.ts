@@ -254,16 +254,43 @@ function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
 }
 
 /**
+ * The key of a request path in the route table: express matches a plain path case-insensitively
+ * and with an optional trailing slash (`strict`/`sensitive` off), so the table does the same.
+ */
+const pathKey = (path: string) => {
+  const lower = path.toLowerCase();
+  return lower.length > 1 && lower.endsWith('/') ? lower.slice(0, -1) : lower;
+};
+
+/** A declared path express would match as more than a plain string (a parameter, a wildcard). */
+const PATTERN = /[:*?()[\]{}+!]/;
+
+/**
  * Mounts the declared endpoints. The agent Session middleware runs before this router on
  * /agent (it serves the agent pages too), and here for `participant` endpoints without a bearer. A declared path called with another method answers 405 with
  * `Allow`, as an envelope.
+ *
+ * Each plain path gets a router of its own (its routes, then its 405), found by one map lookup:
+ * a request no longer walks the whole table, about 70 layers matched one after another
+ * (BENCHMARKS.md, "Issue 33"). A path with a pattern would go to one router walked in order.
  */
 export function mountRoutes(
   deps: Deps,
   routes: readonly AnyRoute[],
   opts: { agentSessionUnlessBearer: RequestHandler },
-): Router {
-  const router = Router();
+): RequestHandler {
+  const byPath = new Map<string, Router>();
+  const patterned = Router();
+  const routerFor = (path: string) => {
+    if (PATTERN.test(path)) return patterned;
+    const key = pathKey(path);
+    let router = byPath.get(key);
+    if (!router) {
+      router = Router();
+      byPath.set(key, router);
+    }
+    return router;
+  };
   const methodsByPath = new Map<string, Set<string>>();
   for (const route of routes) {
     if (route.enabled && !route.enabled(deps.config)) continue;
@@ -274,7 +301,7 @@ export function mountRoutes(
     const session = route.identity === 'participant' ? [opts.agentSessionUnlessBearer] : [];
     // A body the parsers refuse is answered as the route answers any refusal.
     const unparsable: ErrorRequestHandler = (error, req, res, _next) => refuse(deps, route, req, res, bodyError(error));
-    router[route.method](route.path, ...session, ...parsers, unparsable, handlerOf(deps, route));
+    routerFor(route.path)[route.method](route.path, ...session, ...parsers, unparsable, handlerOf(deps, route));
     const methods = methodsByPath.get(route.path) ?? new Set();
     methods.add(route.method.toUpperCase());
     if (route.method === 'get') methods.add('HEAD');
@@ -282,10 +309,16 @@ export function mountRoutes(
   }
   for (const [path, methods] of methodsByPath) {
     const allow = [...methods].join(', ');
-    router.all(path, (_req, res) => {
+    routerFor(path).all(path, (_req, res) => {
       res.setHeader('Allow', allow);
       sendError(res, new DomainError('METHOD_NOT_ALLOWED', `Method not allowed; use ${allow}`), deps.log);
     });
   }
-  return router;
+  const anyPatterned = patterned.stack.length > 0;
+  return (req, res, next) => {
+    const router = byPath.get(pathKey(req.path));
+    if (router) return router(req, res, next);
+    if (anyPatterned) return patterned(req, res, next);
+    next();
+  };
 }

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import { GraphQLError } from 'graphql';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import type { Deps } from '../deps.js';
 import { classifyError, DomainError, graphqlCodeOf, notLoggedIn } from '../errors.js';
 import { bearerToken, clientIp, wsAddressFor } from '../http/request.js';
@@ -26,8 +26,9 @@ export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
 /**
  * graphql-yoga over the Pothos schema, mounted in express at /graphql so the Session
  * middleware has run; sockets reuse it through `getEnveloped` (src/subscriptions/ws.ts).
+ * `extraPlugins`: e.g. the direct path's (src/schema/yoga-direct.ts).
  */
-export function createGraphQLServer(deps: Deps): GraphQLServer {
+export function createGraphQLServer(deps: Deps, extraPlugins: Plugin[] = []): GraphQLServer {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -39,7 +40,12 @@ export function createGraphQLServer(deps: Deps): GraphQLServer {
     logging: false,
     // One operation per request: batching would multiply every limit below.
     batching: false,
-    plugins: [...securityPlugins(deps.config), observabilityPlugin(deps), subscriptionsOverSocketsOnly()],
+    plugins: [
+      ...securityPlugins(deps.config),
+      observabilityPlugin(deps),
+      subscriptionsOverSocketsOnly(),
+      ...extraPlugins,
+    ],
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),
     maskedErrors: { maskError: (error) => toGraphQLError(error, deps) },
   });
