@@ -15,6 +15,12 @@ export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 export interface Database {
   db: Db;
   kind: 'postgres' | 'pglite';
+  /**
+   * Whether this process is the database's only client (PGlite, in-process): then every write
+   * goes through `db`, where `onQuery` sees it, and an in-process cache can be invalidated
+   * exactly (src/db/row-cache.ts). PostgreSQL is shared with other instances: false.
+   */
+  exclusive: boolean;
   /** Applies pending migrations; safe when several instances start at once. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query within `timeoutMs`. */
@@ -68,6 +74,7 @@ function openPostgres(url: string): Database {
   return {
     db,
     kind: 'postgres',
+    exclusive: false,
     onQuery: queries.onQuery,
     async migrate() {
       // drizzle's migrator takes no lock: hold an advisory lock on a one-connection client, so
@@ -106,6 +113,7 @@ export function pgliteDatabase(client: PGlite): Database {
   return {
     db,
     kind: 'pglite',
+    exclusive: true,
     onQuery: queries.onQuery,
     // PGlite is single-process: nobody else can migrate at the same time.
     migrate: () => migratePglite(drizzlePglite(client), { migrationsFolder }),

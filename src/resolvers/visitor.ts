@@ -2,6 +2,7 @@ import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
 import { and, eq, gt, isNull, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { preparedQuery } from '../db/prepared.js';
+import { createRowCache, type RowCache } from '../db/row-cache.js';
 import { visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
@@ -68,6 +69,18 @@ const visitorWithValues = preparedQuery((db) =>
     .prepare('visitor_with_values'),
 );
 
+type VisitorRows = Awaited<ReturnType<ReturnType<typeof visitorWithValues>['execute']>>;
+const visitorRowCaches = new WeakMap<Deps['database'], RowCache<VisitorRows>>();
+/** Embedded only (src/db/row-cache.ts): a bootstrap repeated without a write to the visitor costs no statement. */
+function visitorRows(deps: Deps): RowCache<VisitorRows> {
+  let cache = visitorRowCaches.get(deps.database);
+  if (!cache) {
+    cache = createRowCache(deps.database, { tables: ['visitors', 'visitor_attributes'], max: 10_000 });
+    visitorRowCaches.set(deps.database, cache);
+  }
+  return cache;
+}
+
 /**
  * The visitor chat page's first call: its profile, the real-time connection settings, the
  * feature switches and upload limits. Also announces the visitor on `global-{bid}`.
@@ -77,10 +90,14 @@ export async function loadVisitorBootstrap(
   viewer: VisitorViewer,
   opts: { wsAddress: string },
 ): Promise<VisitorBootstrap> {
-  // The visitor's own rows from the database; the merchant's configuration from memory.
+  // The visitor's own rows from the database (or, embedded, from memory until a write to them);
+  // the merchant's configuration from memory.
+  const { visitorId, merchantId } = viewer;
   const [rows, config] = await Promise.all([
-    visitorWithValues(deps.db).execute({ visitorId: viewer.visitorId, merchantId: viewer.merchantId }),
-    merchantConfig(deps, viewer.merchantId),
+    visitorRows(deps).read(`${merchantId}/${visitorId}`, () =>
+      visitorWithValues(deps.db).execute({ visitorId, merchantId }),
+    ),
+    merchantConfig(deps, merchantId),
   ]);
   const visitor = rows[0]?.visitor;
   if (!visitor || !config)

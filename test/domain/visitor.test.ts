@@ -265,6 +265,30 @@ describe('The visitor bootstrap (loadVisitorBootstrap)', () => {
     ]);
   });
 
+  it('answers every change to the visitor’s rows at once (embedded, the rows are cached until a write to them)', async () => {
+    const m = await f.merchant();
+    await deps.db
+      .insert(visitorAttributeDefs)
+      .values({ merchantId: m.merchantId, key: 'vip', label: 'VIP', type: 'boolean', editable: true, position: 0 });
+    const viewer = await f.visitor(m, { nickname: 'Lily' });
+    const boot = () => loadVisitorBootstrap(deps, viewer, { wsAddress: '' });
+    expect((await boot()).visitor).toMatchObject({ nickname: 'Lily', attributes: [] });
+    expect((await boot()).visitor.nickname).toBe('Lily');
+    await deps.db.update(visitors).set({ nickname: 'Rose' }).where(eq(visitors.id, viewer.visitorId));
+    expect((await boot()).visitor.nickname).toBe('Rose');
+    await deps.db.insert(visitorAttributes).values({ visitorId: viewer.visitorId, key: 'vip', value: true });
+    expect((await boot()).visitor.attributes).toEqual([
+      { key: 'vip', label: 'VIP', type: 'boolean', value: true, editable: true },
+    ]);
+    // Inside a transaction too, and through a delete that names no visitor table (a cascade).
+    await deps.db.transaction(async (tx) => {
+      await tx.update(visitorAttributes).set({ value: false }).where(eq(visitorAttributes.visitorId, viewer.visitorId));
+    });
+    expect((await boot()).visitor.attributes[0]?.value).toBe(false);
+    await deps.db.delete(merchants).where(eq(merchants.id, m.merchantId));
+    expect(await codeOf(boot())).toBe('VISITOR_UNAUTHENTICATED');
+  });
+
   it('refuses a visitor that is not of the viewer’s merchant', async () => {
     const m = await f.merchant();
     const other = await f.merchant();
