@@ -315,10 +315,13 @@ export function mountRoutes(
     });
   }
   const anyPatterned = patterned.stack.length > 0;
-  return (req, res, next) => {
+  const dispatch: RequestHandler = (req, res, next) => {
     const router = byPath.get(pathKey(req.path));
     if (router) return router(req, res, next);
     if (anyPatterned) return patterned(req, res, next);
     next();
   };
+  // Every route's layer, as a router shows them, for whoever lists the served routes by walking
+  // express's stack (test/api/openapi.test.ts).
+  return Object.assign(dispatch, { stack: [...byPath.values(), patterned].flatMap((r) => r.stack) });
 }

@@ -58,11 +58,13 @@ export function rawGet(base: string, path: string, headers: Record<string, strin
 
 /** The SQL statements `run` sends through the app's database. */
 /**
- * Statements of the chat service's background jobs (outbox drain, queue retry, idle sweep; see
- * src/resolvers/chat-service.ts), which may run while a request is measured: not the request's.
+ * Statements of the background jobs (the chat service's outbox drain, queue retry and idle sweep,
+ * src/resolvers/chat-service.ts; the webhook dispatcher's claim of due deliveries,
+ * src/resolvers/integration/webhooks/delivery.ts), which may run while a request is measured:
+ * not the request's.
  */
 const BACKGROUND_JOB =
-  /event_outbox|pg_try_advisory_xact_lock|select distinct "merchant_id" from "conversations"|idle_close_minutes/;
+  /event_outbox|pg_try_advisory_xact_lock|select distinct "merchant_id" from "conversations"|idle_close_minutes|webhook_endpoints|webhook_deliveries/;
 
 export async function statementsOf(database: Database, run: () => Promise<unknown>) {
   const statements: string[] = [];
