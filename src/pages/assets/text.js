@@ -113,3 +113,16 @@ export function keepRelativeTimesCurrent(root) {
     document.removeEventListener('visibilitychange', onVisible);
   };
 }
+
+/**
+ * Says `text` through a polite live region (`role="status"`): cleared first, so the same words
+ * twice are announced twice.
+ * @param {HTMLElement} region
+ * @param {string} text
+ */
+export function announceIn(region, text) {
+  region.textContent = '';
+  setTimeout(() => {
+    region.textContent = text;
+  }, 50);
+}

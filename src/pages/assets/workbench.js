@@ -1,13 +1,15 @@
 // @ts-check
 import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/api.js';
-import { messageLog, newClientMsgId, sendOnce, typingIndicator, typingNotifier, uploadFile } from '/assets/chat.js';
+import { messageLog, typingIndicator } from '/assets/chat.js';
 import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
 import { conversationRow, queueRow, sortConversations, unreadTotal } from '/assets/conversations.js';
-import { cannedPicker, labelBar, loadNotes, writeNote } from '/assets/desk.js';
+import { cannedPicker, labelBar, loadNotes } from '/assets/desk.js';
 import { describeSince, developerToggle, eventFeed, showConnection } from '/assets/feed.js';
 import { historyPager } from '/assets/history.js';
 import { openChannels } from '/assets/realtime.js';
-import { keepRelativeTimesCurrent, truncate } from '/assets/text.js';
+import { announceIn, keepRelativeTimesCurrent, truncate } from '/assets/text.js';
+import { renderMerchantPanel, renderTransferTargets as renderTargets } from '/assets/workbench-panels.js';
+import { replyArea } from '/assets/workbench-reply.js';
 
 /**
  * @typedef {import('/assets/chat.js').Message} Message
@@ -33,8 +35,6 @@ const transferTarget = byId('transfer-target', HTMLSelectElement);
 const closeButton = byId('close-chat', HTMLButtonElement);
 const composer = byId('composer', HTMLFormElement);
 const picker = byId('attachment', HTMLInputElement);
-const progress = byId('upload-progress', HTMLProgressElement);
-const attachmentResult = byId('attachment-result');
 const announcer = byId('announcer');
 
 // The raw event feed is a developer's tool: shown only when its switch is on (remembered).
@@ -64,8 +64,10 @@ const labels = { visitor: 'Visitor', agent: 'Agent' };
 const log = messageLog(byId('messages'), {
   self: 'agent',
   labels,
-  onRetry: (p) => void send({ content: p.content }, p.clientMsgId),
+  onRetry: (p) => void reply.send({ content: p.content }, p.clientMsgId),
 });
+// The reply box, its Note button and file uploads (workbench-reply.js), on the open conversation.
+const reply = replyArea({ log, visitorId: () => open?.visitorId, showError: (msg) => say(chatError, msg) });
 const typing = typingIndicator(byId('typing'));
 // The open conversation's history: newest page, "Earlier messages" (`before`), seq gaps (`after`).
 const messageHistory = historyPager({ log, fetchPage: listMessages, older: loadOlder });
@@ -80,21 +82,6 @@ const labelsOfOpen = labelBar({
   create: byId('create-label', HTMLButtonElement),
   onError: (msg) => say(chatError, msg),
 });
-byId('add-note').addEventListener('click', async () => {
-  const content = input.value.trim();
-  if (!content || !open) return;
-  const body = await writeNote(open.visitorId, content);
-  if (body.code !== 0) return say(chatError, body.msg);
-  say(chatError, '');
-  input.value = '';
-  log.mergeNotes([body.data]);
-});
-const notifier = typingNotifier((on) =>
-  open
-    ? callJson('/agent/chat/typing', { method: 'POST', json: { visitor_id: open.visitorId, typing: on } })
-    : Promise.resolve(),
-);
-
 byId('logout').addEventListener('click', () => {
   channels?.close();
   logout();
@@ -173,8 +160,7 @@ function clearState() {
 
 /** @param {any} data */
 function render(data) {
-  const { agent, setting, extensions } = data;
-  const levelLabel = extensions?.account_level_options?.[agent.level] ?? agent.level;
+  const { agent, setting } = data;
   const unread = unreadTotal(Object.values(data.chatting ?? {}));
   document.title = `${unread > 0 ? `(${unread}) ` : ''}${agent.nickname} · ${setting.appname} · Parley`;
   byId('merchant-name').textContent = setting.appname;
@@ -185,40 +171,7 @@ function render(data) {
 
   renderConversations(data.chatting ?? {});
 
-  byId('agent-groups').replaceChildren(
-    ...(data.agent_groups ?? []).map((/** @type {any} */ g) =>
-      el('li', { text: g.is_default ? `${g.name} (default)` : g.name, 'data-group': g.id }),
-    ),
-  );
-  /** @type {any[]} */
-  const actions = extensions?.chat_actions ?? [];
-  byId('chat-actions').replaceChildren(
-    ...(actions.length ? actions.map((a) => el('li', { text: a.label ?? a.key })) : [el('li', { text: 'None' })]),
-  );
-  const flags = Object.entries(extensions?.flags ?? {})
-    .filter(([, on]) => on === true)
-    .map(([name]) => name);
-  byId('merchant-details').replaceChildren(
-    ...fact('Merchant', setting.appname),
-    ...fact('bid', setting.bid),
-    ...fact('Your role', levelLabel),
-    ...fact('Features', flags.length ? flags.join(', ') : 'none'),
-  );
-  /** @type {any[]} */
-  const nav = extensions?.nav ?? [];
-  const navNode = byId('extension-nav');
-  navNode.replaceChildren(
-    ...nav
-      .filter((item) => typeof item.path === 'string' && item.path.startsWith('/'))
-      .map((item) =>
-        el('a', {
-          href: item.path,
-          text: item.label ?? item.key,
-          'aria-current': item.path === location.pathname ? 'page' : undefined,
-        }),
-      ),
-  );
-  navNode.hidden = nav.length === 0;
+  renderMerchantPanel(data);
 }
 
 function renderState(/** @type {string} */ state) {
@@ -226,9 +179,6 @@ function renderState(/** @type {string} */ state) {
   node.textContent = state;
   node.dataset.state = state;
 }
-
-/** @param {string} term @param {unknown} value */
-const fact = (term, value) => [el('dt', { text: term }), el('dd', { text: value ?? '' })];
 
 /** The agent's conversations, pinned first, each with its unread count, last message and time. */
 function renderConversations(/** @type {Record<string, Chatting>} */ chatting) {
@@ -315,15 +265,7 @@ function showOpenChat() {
 }
 
 function renderTransferTargets() {
-  const selected = transferTarget.value;
-  const me = workbench?.agent?.agent_id;
-  transferTarget.replaceChildren(
-    el('option', { value: '', text: 'the queue' }),
-    ...[...agentsOnline]
-      .filter(([id, a]) => id !== me && a.state === 'online')
-      .map(([id, a]) => el('option', { value: id, text: a.nickname })),
-  );
-  if ([...transferTarget.options].some((o) => o.value === selected)) transferTarget.value = selected;
+  renderTargets(transferTarget, agentsOnline, workbench?.agent?.agent_id);
 }
 
 /** @param {Record<string, string>} query @returns {Promise<MessagePage | undefined>} */
@@ -362,11 +304,7 @@ function announce(m) {
   const name = known === m.visitor_id ? 'a visitor' : known;
   const what = m.content ? truncate(m.content, 200) : 'a file';
   const text = open?.visitorId === m.visitor_id ? `${name}: ${what}` : `New message from ${name}`;
-  // Cleared first, so the same words twice are announced twice.
-  announcer.textContent = '';
-  setTimeout(() => {
-    announcer.textContent = text;
-  }, 50);
+  announceIn(announcer, text);
 }
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
@@ -386,68 +324,6 @@ function markReadSoon() {
   }, 300);
 }
 document.addEventListener('visibilitychange', markReadSoon);
-
-/**
- * Sends one reply exactly once (the same client_msg_id on every retry).
- * @param {{ content?: string, type?: string, attachment_id?: string }} fields
- * @param {string} [clientMsgId] given when a message that was not sent is retried
- */
-async function send(fields, clientMsgId = newClientMsgId()) {
-  if (!open) return { code: CODES.NOT_FOUND, msg: 'No conversation is open.', data: [] };
-  if (!fields.attachment_id) log.setPending({ clientMsgId, content: fields.content ?? '', state: 'sending' });
-  /** @type {Record<string, string>} */
-  const body = { visitor_id: open.visitorId, client_msg_id: clientMsgId };
-  for (const [name, value] of Object.entries(fields)) if (value !== undefined) body[name] = value;
-  const answer = await sendOnce('/agent/message/send', body);
-  if (answer.code !== 0) {
-    log.setPending({ clientMsgId, content: fields.content ?? '', state: 'failed', error: answer.msg });
-    say(chatError, answer.msg);
-  } else {
-    say(chatError, '');
-    log.merge([answer.data]);
-  }
-  return answer;
-}
-
-composer.addEventListener('submit', (event) => {
-  event.preventDefault();
-  const content = input.value.trim();
-  if (!content || !open) return;
-  input.value = '';
-  notifier.stop();
-  void send({ content });
-});
-input.addEventListener('input', () => notifier.input());
-input.addEventListener('keydown', (event) => {
-  if (event.key === 'Enter' && !event.shiftKey) {
-    event.preventDefault();
-    composer.requestSubmit();
-  }
-});
-
-picker.addEventListener('change', async () => {
-  const [file] = picker.files ?? [];
-  if (!file || !open) return;
-  attachmentResult.dataset.verdict = 'uploading';
-  say(attachmentResult, `Uploading ${file.name}…`);
-  progress.value = 0;
-  progress.hidden = false;
-  try {
-    const answer = await uploadFile('/agent/upload', file, {
-      onProgress: (fraction) => {
-        progress.value = fraction;
-      },
-    });
-    const sent =
-      answer.code === 0 ? await send({ type: answer.data.kind, attachment_id: answer.data.attachment_id }) : answer;
-    attachmentResult.dataset.verdict = sent.code === 0 ? 'sent' : 'refused';
-    attachmentResult.className = `message ${sent.code === 0 ? 'success' : 'error'}`;
-    say(attachmentResult, sent.code === 0 ? `${file.name} was sent.` : `${file.name} was refused: ${sent.msg}`);
-  } finally {
-    progress.hidden = true;
-    picker.value = '';
-  }
-});
 
 /** Runs a conversation action on the open conversation and shows the server's refusal. */
 async function act(/** @type {string} */ path, /** @type {Record<string, string>} */ fields) {
