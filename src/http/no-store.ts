@@ -11,7 +11,7 @@ export function noStore(_req: Request, res: Response, next: NextFunction) {
 }
 
 /** The path prefixes `noStore` is mounted on. */
-export const API_PATHS = ['/agent', '/visitor', '/graphql', '/internal'];
+export const API_PATHS = ['/agent', '/visitor', '/graphql', '/internal', '/api'];
 
 /**
  * `noStore` on the API paths, as one middleware: `app.use(API_PATHS, noStore)` would add a layer

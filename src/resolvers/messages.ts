@@ -22,6 +22,8 @@ import { decodeCursor, encodeCursor } from './cursors.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel, publish } from './events.js';
 import { flag, parseInput, required, text } from './inputs.js';
+import type { ApiKeyViewer } from './integration/api-keys/authenticate.js';
+import { requireScope } from './integration/api-keys/scopes.js';
 import { enqueueEvent, publishOutbox } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
@@ -95,6 +97,12 @@ export interface SendResult {
 function targetVisitor(viewer: ChatViewer, visitorId: string | undefined): string {
   if (viewer.kind === 'visitor') return viewer.visitorId;
   requireOnlineReception(viewer);
+  if (!visitorId) throw badInput('visitorId is required');
+  return visitorId;
+}
+
+/** The visitor a key names (it has no visitor of its own). */
+function requiredVisitor(_viewer: ApiKeyViewer, visitorId: string | undefined): string {
   if (!visitorId) throw badInput('visitorId is required');
   return visitorId;
 }
@@ -308,11 +316,19 @@ export async function historyOnlyMine(deps: Deps, viewer: AgentViewer): Promise<
  * scrolling back); `after`: the `limit` just newer (to fill a `seq` hole). Under
  * `history_only_mine` an agent sees only the conversations it was assigned and the queued one.
  */
-export async function listMessages(deps: Deps, viewer: ChatViewer, given: HistoryInput = {}): Promise<MessagePage> {
+export async function listMessages(
+  deps: Deps,
+  viewer: ChatViewer | ApiKeyViewer,
+  given: HistoryInput = {},
+): Promise<MessagePage> {
   const input = parseInput(historyInput, given);
   if (input.before && input.after) throw badInput('give before or after, not both');
-  const visitorId = targetVisitor(viewer, input.visitorId);
-  if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
+  // A key with conversations:read reads any visitor of its merchant, as an admin would.
+  const visitorId =
+    viewer.kind === 'apiKey'
+      ? requiredVisitor(requireScope(viewer, 'conversations:read'), input.visitorId)
+      : targetVisitor(viewer, input.visitorId);
+  if (viewer.kind !== 'visitor') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   const where: (SQL | undefined)[] = [eq(messages.merchantId, viewer.merchantId), eq(messages.visitorId, visitorId)];
   if (viewer.kind === 'agent' && (await historyOnlyMine(deps, viewer))) {
     where.push(

@@ -42,7 +42,7 @@ import { type AnyRoute, jsonRoute } from './route.js';
 
 // ---- legacy output shapes ------------------------------------------------------------------
 
-const conversationData = z
+export const conversationData = z
   .object({
     conversation_id: z.string(),
     visitor_id: z.string(),
@@ -65,7 +65,7 @@ const conversationData = z
   })
   .strict();
 
-const legacyConversation = (c: ConversationView): z.input<typeof conversationData> => ({
+export const legacyConversation = (c: ConversationView): z.input<typeof conversationData> => ({
   conversation_id: c.conversationId,
   visitor_id: c.visitorId,
   visitor_name: c.visitorName,
@@ -128,7 +128,7 @@ const legacySend = (r: SendResult): z.input<typeof sendData> => ({
   duplicate: r.duplicate,
 });
 
-const pageData = z
+export const pageData = z
   .object({
     messages: z.array(messageWire).openapi({ description: 'Oldest first within the page.' }),
     has_more: z.boolean(),
@@ -136,7 +136,7 @@ const pageData = z
     end_cursor: z.string().nullable().openapi({ description: 'Pass as `after` for what follows.' }),
   })
   .strict();
-const legacyPage = (p: MessagePage): z.input<typeof pageData> => ({
+export const legacyPage = (p: MessagePage): z.input<typeof pageData> => ({
   messages: p.messages.map(toMessageWire),
   has_more: p.hasMore,
   start_cursor: p.startCursor,
@@ -169,7 +169,7 @@ const exampleMessage = {
   created_at: 1700000000000,
   recalled: false,
 };
-const exampleConversation: z.input<typeof conversationData> = {
+export const exampleConversation: z.input<typeof conversationData> = {
   conversation_id: 'c_8e1f0a9b2c',
   visitor_id: 'v_k2m9q8x7',
   visitor_name: 'Lily',
@@ -186,7 +186,7 @@ const exampleConversation: z.input<typeof conversationData> = {
   closed_by: null,
   rating: null,
 };
-const examplePage = {
+export const examplePage = {
   messages: [exampleMessage],
   has_more: false,
   start_cursor: 'WyJjXzEiLDJd',

@@ -12,6 +12,7 @@ import { internalEndpoints } from './internal.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { pusherEndpoints } from './pusher.js';
 import { type AnyRoute, rawRoute } from './route.js';
+import { serverApiEndpoints } from './server-api.js';
 import { visitorEndpoints } from './visitor.js';
 import { webhookEndpoints } from './webhooks.js';
 
@@ -30,6 +31,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...attachmentEndpoints,
   ...webhookEndpoints,
   ...apiKeyEndpoints,
+  ...serverApiEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,
   ...operationsEndpoints,

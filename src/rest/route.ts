@@ -152,7 +152,7 @@ export const MAX_BODY = '64kb';
 
 /** An API key, with the route's scope when it declares one. */
 async function apiKeyViewer(deps: Deps, route: AnyRoute, req: Request): Promise<ApiKeyViewer> {
-  const viewer = await authenticateApiKey(deps, bearerToken(req));
+  const viewer = await authenticateApiKey(deps, bearerToken(req), clientIp(req, deps.config));
   return route.scope ? requireScope(viewer, route.scope) : viewer;
 }
 

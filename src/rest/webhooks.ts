@@ -19,8 +19,9 @@ import {
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /**
- * `/agent/webhook/*`: the merchant's webhook endpoints and delivery log, for its admins
- * (docs/integration.md "Webhooks"); the same domain functions as the GraphQL fields.
+ * `/agent/webhook/*`: the merchant's webhook endpoints and delivery log, for its admins and its
+ * API keys with `webhooks:manage` (docs/integration.md "Webhooks"); the same domain functions as
+ * the GraphQL fields.
  */
 
 const id = required(64);
@@ -133,13 +134,16 @@ const exampleSecret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
 const endpointIdInput = z.object({ endpoint_id: id }).transform((i) => ({ endpointId: i.endpoint_id }));
 const tag = 'Webhooks (admin)';
-const adminOnly = { 403: 'Not an admin of the merchant (1403).' };
+const adminOnly = {
+  403: 'Not an admin of the merchant (1403), or an API key without `webhooks:manage` (1412).',
+};
 
 export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'post',
     path: '/agent/webhook/create',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'Register a webhook endpoint',
     description:
@@ -163,7 +167,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'get',
     path: '/agent/webhook/list',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'The merchant’s webhook endpoints',
     errors: adminOnly,
@@ -176,7 +181,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'get',
     path: '/agent/webhook/deliveries',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'An endpoint’s delivery log',
     description: `Newest first; \`first\` 1–${MAX_LOG_PAGE} (20 by default).`,
@@ -194,7 +200,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'post',
     path: '/agent/webhook/redeliver',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'Send one delivery again',
     description: 'A delivered or failed delivery, under the same `webhook-id`, with a fresh retry schedule.',
@@ -210,7 +217,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'post',
     path: '/agent/webhook/redeliver_failed',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'Send again the failed deliveries of a time range',
     description: 'Every failed delivery of the endpoint created in [since, until) (Unix ms); answers how many.',
@@ -228,7 +236,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'post',
     path: '/agent/webhook/rotate',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'Rotate an endpoint’s signing secret',
     description:
@@ -246,7 +255,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'post',
     path: '/agent/webhook/delete',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'Delete an endpoint and its delivery log',
     errors: adminOnly,
@@ -263,7 +273,8 @@ export const webhookEndpoints: AnyRoute[] = [
     jsonRoute({
       method: 'post',
       path: `/agent/webhook/${action}`,
-      identity: 'agent',
+      identity: 'adminOrApiKey',
+      scope: 'webhooks:manage',
       tag,
       summary: action === 'disable' ? 'Disable an endpoint' : 'Enable an endpoint',
       description:
@@ -285,7 +296,8 @@ export const webhookEndpoints: AnyRoute[] = [
   jsonRoute({
     method: 'post',
     path: '/agent/webhook/test',
-    identity: 'agent',
+    identity: 'adminOrApiKey',
+    scope: 'webhooks:manage',
     tag,
     summary: 'Send a test ping',
     description: 'Queues a `webhook.test` delivery to the endpoint; follow it in the delivery log.',

@@ -1,4 +1,5 @@
 import { type ApiKeyView, createApiKey, listApiKeys, revokeApiKey } from '../resolvers/integration/api-keys/keys.js';
+import { publishMerchantEvent } from '../resolvers/integration/api-keys/publish.js';
 import { apiKeyScopeNames } from '../resolvers/integration/api-keys/scopes.js';
 import { builder } from './builder.js';
 
@@ -58,5 +59,19 @@ builder.mutationField('revokeApiKey', (t) =>
     description: 'Revokes an API key: refused at once on every instance (admins only).',
     args: { id: t.arg.id({ required: true, description: 'The key’s id.' }) },
     resolve: async (_root, args, ctx) => revokeApiKey(ctx.deps, await ctx.agent(), { id: String(args.id) }),
+  }),
+);
+
+builder.mutationField('publishEvent', (t) =>
+  t.field({
+    type: 'String',
+    description:
+      'An API key with `events:publish`: publishes `data` as `event` on a channel of its merchant (`global-{bid}`, `agent-{agent_id}`, a visitor’s channel), as POST /internal/events does; answers the event id. The gateway’s event names are reserved.',
+    args: {
+      channel: t.arg.string({ required: true, description: 'A channel of the key’s merchant.' }),
+      event: t.arg.string({ required: true, description: '1–64 of A-Z a-z 0-9 _ . : -, not a reserved name.' }),
+      data: t.arg({ type: 'JSON', required: true, description: 'Any JSON value.' }),
+    },
+    resolve: async (_root, args, ctx) => (await publishMerchantEvent(ctx.deps, await ctx.apiKey(), args)).id,
   }),
 );

@@ -8,6 +8,15 @@ import type { GraphQLContext } from './builder.js';
 
 export const chatViewer = (ctx: GraphQLContext) => (ctx.identity === 'visitor' ? ctx.visitor() : ctx.agent());
 
+/**
+ * The caller of a read a merchant's server may also make (`conversation`, `conversations`,
+ * `messages`): its API key (the domain checks `conversations:read`), else as `chatViewer`.
+ */
+export const readerViewer = (ctx: GraphQLContext) => (ctx.identity === 'apiKey' ? ctx.apiKey() : chatViewer(ctx));
+
+/** The caller of a merchant operation a server may also make (webhooks): its API key, else the agent. */
+export const managerViewer = (ctx: GraphQLContext) => (ctx.identity === 'apiKey' ? ctx.apiKey() : ctx.agent());
+
 /** GraphQL gives absent optional arguments as null; the domain's inputs want them absent. */
 export const defined = <T extends Record<string, unknown>>(args: T) =>
   Object.fromEntries(Object.entries(args).filter(([, v]) => v !== null && v !== undefined)) as {

@@ -6,7 +6,7 @@ import { type AssignResult, assignAgent } from '../resolvers/conversations/routi
 import { transferConversation } from '../resolvers/conversations/transfer.js';
 import type { ConversationView } from '../resolvers/conversations/view.js';
 import type { AgentBrief } from '../resolvers/event-catalog.js';
-import { chatViewer, defined } from './args.js';
+import { chatViewer, defined, managerViewer, readerViewer } from './args.js';
 import { MessageLeftNoticeRef } from './availability.js';
 import { builder } from './builder.js';
 
@@ -147,25 +147,26 @@ builder.queryField('conversation', (t) =>
     type: Conversation,
     nullable: true,
     description:
-      'A visitor’s conversation: its open one, else its latest; null before the first. Agents name the visitor; a visitor gets its own.',
+      'A visitor’s conversation: its open one, else its latest; null before the first. Agents (and API keys with `conversations:read`) name the visitor; a visitor gets its own.',
     args: {
       visitorId: t.arg.string({ description: 'The visitor uid (agents only).' }),
     },
-    resolve: async (_root, args, ctx) => loadConversation(ctx.deps, await chatViewer(ctx), defined(args)),
+    resolve: async (_root, args, ctx) => loadConversation(ctx.deps, await readerViewer(ctx), defined(args)),
   }),
 );
 
 builder.queryField('conversations', (t) =>
   t.field({
     type: ConversationConnection,
-    description: 'Conversations of the agent’s merchant, one page (agents only; refused to ticket agents).',
+    description:
+      'Conversations of the agent’s merchant, one page (agents, refused to ticket agents; or an API key with `conversations:read`: `all` by default, or `queue`).',
     args: {
       scope: t.arg({ type: ScopeEnum, description: 'Which conversations; `mine` by default.' }),
       after: t.arg.string({ description: 'The `endCursor` of the previous page.' }),
       first: t.arg.int({ description: 'Page size, 1–100 (20 by default).' }),
       labelId: t.arg.string({ description: 'Only the conversations carrying this label of the merchant.' }),
     },
-    resolve: async (_root, args, ctx) => listConversations(ctx.deps, await ctx.agent(), defined(args)),
+    resolve: async (_root, args, ctx) => listConversations(ctx.deps, await managerViewer(ctx), defined(args)),
   }),
 );
 

@@ -10,7 +10,7 @@ import {
   sendMessage,
   setTyping,
 } from '../resolvers/messages.js';
-import { chatViewer, defined } from './args.js';
+import { chatViewer, defined, readerViewer } from './args.js';
 import { builder } from './builder.js';
 import { ConversationStateEnum } from './conversation.js';
 
@@ -140,7 +140,7 @@ const TypingResult = builder.objectRef<{ published: boolean }>('TypingResult').i
 builder.queryField('messages', (t) =>
   t.field({
     type: MessagePageRef,
-    description: `Messages of a visitor across its conversations, newest page first: without before/after the newest \`first\`; \`before\` the older page; \`after\` what follows (fill a seq hole). Agents name the visitor (under \`history_only_mine\` only conversations they were assigned); a visitor reads its own. At most ${MAX_PAGE} per page.`,
+    description: `Messages of a visitor across its conversations, newest page first: without before/after the newest \`first\`; \`before\` the older page; \`after\` what follows (fill a seq hole). Agents name the visitor (under \`history_only_mine\` only conversations they were assigned), and so do API keys with \`conversations:read\`; a visitor reads its own. At most ${MAX_PAGE} per page.`,
     args: {
       visitorId: t.arg.string({ description: 'The visitor uid (agents only).' }),
       before: t.arg.string({ description: 'A page cursor, or a seq of the latest conversation.' }),
@@ -148,7 +148,7 @@ builder.queryField('messages', (t) =>
       first: t.arg.int({ description: `Page size, 1–${MAX_PAGE} (20 by default).` }),
     },
     resolve: async (_root, { first, ...args }, ctx) =>
-      listMessages(ctx.deps, await chatViewer(ctx), defined({ ...args, limit: first })),
+      listMessages(ctx.deps, await readerViewer(ctx), defined({ ...args, limit: first })),
   }),
 );
 

@@ -14,6 +14,7 @@ import {
   testWebhookEndpoint,
   type WebhookDeliveryView,
 } from '../resolvers/integration/webhooks/log.js';
+import { managerViewer } from './args.js';
 import { builder } from './builder.js';
 
 /** Webhooks in GraphQL (admins of the merchant): the same domain functions as /agent/webhook/* (docs/integration.md). */
@@ -80,21 +81,21 @@ const WebhookDelivery = builder.objectRef<WebhookDeliveryView>('WebhookDelivery'
 builder.queryField('webhookEndpoints', (t) =>
   t.field({
     type: [WebhookEndpoint],
-    description: 'The merchant’s webhook endpoints (admins only).',
-    resolve: async (_root, _args, ctx) => listWebhookEndpoints(ctx.deps, await ctx.agent()),
+    description: 'The merchant’s webhook endpoints (admins, or API keys with `webhooks:manage`).',
+    resolve: async (_root, _args, ctx) => listWebhookEndpoints(ctx.deps, await managerViewer(ctx)),
   }),
 );
 
 builder.queryField('webhookDeliveries', (t) =>
   t.field({
     type: [WebhookDelivery],
-    description: `An endpoint’s delivery log, newest first, at most ${MAX_LOG_PAGE} (admins only).`,
+    description: `An endpoint’s delivery log, newest first, at most ${MAX_LOG_PAGE} (admins, or API keys with \`webhooks:manage\`).`,
     args: {
       endpointId: t.arg.id({ required: true, description: 'The endpoint.' }),
       first: t.arg.int({ description: `How many, 1–${MAX_LOG_PAGE} (20 by default).` }),
     },
     resolve: async (_root, args, ctx) =>
-      listWebhookDeliveries(ctx.deps, await ctx.agent(), {
+      listWebhookDeliveries(ctx.deps, await managerViewer(ctx), {
         endpointId: String(args.endpointId),
         first: args.first ?? undefined,
       }),
@@ -105,14 +106,14 @@ builder.mutationField('createWebhookEndpoint', (t) =>
   t.field({
     type: WebhookEndpointWithSecret,
     description:
-      'Registers an endpoint (https; private and loopback addresses refused unless WEBHOOK_ALLOW_PRIVATE=on); answers its secret once (admins only).',
+      'Registers an endpoint (https; private and loopback addresses refused unless WEBHOOK_ALLOW_PRIVATE=on); answers its secret once (admins, or API keys with `webhooks:manage`).',
     args: {
       url: t.arg.string({ required: true, description: 'Where events are POSTed.' }),
       events: t.arg.stringList({ required: true, description: 'Event types (docs/integration.md "Events").' }),
       description: t.arg.string({ description: 'A note for admins.' }),
     },
     resolve: async (_root, args, ctx) =>
-      createWebhookEndpoint(ctx.deps, await ctx.agent(), {
+      createWebhookEndpoint(ctx.deps, await managerViewer(ctx), {
         url: args.url,
         events: args.events,
         description: args.description ?? undefined,
@@ -123,23 +124,24 @@ builder.mutationField('createWebhookEndpoint', (t) =>
 builder.mutationField('deleteWebhookEndpoint', (t) =>
   t.field({
     type: 'Boolean',
-    description: 'Deletes an endpoint and its delivery log (admins only).',
+    description: 'Deletes an endpoint and its delivery log (admins, or API keys with `webhooks:manage`).',
     args: { endpointId: t.arg.id({ required: true, description: 'The endpoint.' }) },
     resolve: async (_root, args, ctx) =>
-      deleteWebhookEndpoint(ctx.deps, await ctx.agent(), { endpointId: String(args.endpointId) }),
+      deleteWebhookEndpoint(ctx.deps, await managerViewer(ctx), { endpointId: String(args.endpointId) }),
   }),
 );
 
 builder.mutationField('setWebhookEndpointDisabled', (t) =>
   t.field({
     type: WebhookEndpoint,
-    description: 'Disables (no new events queued, pending ones wait) or enables an endpoint (admins only).',
+    description:
+      'Disables (no new events queued, pending ones wait) or enables an endpoint (admins, or API keys with `webhooks:manage`).',
     args: {
       endpointId: t.arg.id({ required: true, description: 'The endpoint.' }),
       disabled: t.arg.boolean({ required: true, description: 'true disables, false enables.' }),
     },
     resolve: async (_root, args, ctx) =>
-      setWebhookEndpointDisabled(ctx.deps, await ctx.agent(), {
+      setWebhookEndpointDisabled(ctx.deps, await managerViewer(ctx), {
         endpointId: String(args.endpointId),
         disabled: args.disabled,
       }),
@@ -150,20 +152,21 @@ builder.mutationField('rotateWebhookSecret', (t) =>
   t.field({
     type: WebhookEndpointWithSecret,
     description:
-      'A new signing secret, answered once; the previous one signs beside it for WEBHOOK_SECRET_OVERLAP_SECONDS (admins only).',
+      'A new signing secret, answered once; the previous one signs beside it for WEBHOOK_SECRET_OVERLAP_SECONDS (admins, or API keys with `webhooks:manage`).',
     args: { endpointId: t.arg.id({ required: true, description: 'The endpoint.' }) },
     resolve: async (_root, args, ctx) =>
-      rotateWebhookSecret(ctx.deps, await ctx.agent(), { endpointId: String(args.endpointId) }),
+      rotateWebhookSecret(ctx.deps, await managerViewer(ctx), { endpointId: String(args.endpointId) }),
   }),
 );
 
 builder.mutationField('redeliverWebhook', (t) =>
   t.field({
     type: WebhookDelivery,
-    description: 'Sends a delivered or failed delivery again under the same `webhook-id` (admins only).',
+    description:
+      'Sends a delivered or failed delivery again under the same `webhook-id` (admins, or API keys with `webhooks:manage`).',
     args: { deliveryId: t.arg.id({ required: true, description: 'The delivery (its `webhook-id`).' }) },
     resolve: async (_root, args, ctx) =>
-      redeliverWebhook(ctx.deps, await ctx.agent(), { deliveryId: String(args.deliveryId) }),
+      redeliverWebhook(ctx.deps, await managerViewer(ctx), { deliveryId: String(args.deliveryId) }),
   }),
 );
 
@@ -171,14 +174,14 @@ builder.mutationField('redeliverFailedWebhooks', (t) =>
   t.field({
     type: 'Int',
     description:
-      'Sends again every failed delivery of an endpoint created in [since, until); answers how many (admins only).',
+      'Sends again every failed delivery of an endpoint created in [since, until); answers how many (admins, or API keys with `webhooks:manage`).',
     args: {
       endpointId: t.arg.id({ required: true, description: 'The endpoint.' }),
       since: t.arg.float({ required: true, description: 'Unix ms, inclusive.' }),
       until: t.arg.float({ required: true, description: 'Unix ms, exclusive.' }),
     },
     resolve: async (_root, args, ctx) =>
-      redeliverFailedWebhooks(ctx.deps, await ctx.agent(), {
+      redeliverFailedWebhooks(ctx.deps, await managerViewer(ctx), {
         endpointId: String(args.endpointId),
         since: args.since,
         until: args.until,
@@ -189,9 +192,10 @@ builder.mutationField('redeliverFailedWebhooks', (t) =>
 builder.mutationField('testWebhookEndpoint', (t) =>
   t.field({
     type: WebhookDelivery,
-    description: 'Queues a `webhook.test` ping to the endpoint; follow it in `webhookDeliveries` (admins only).',
+    description:
+      'Queues a `webhook.test` ping to the endpoint; follow it in `webhookDeliveries` (admins, or API keys with `webhooks:manage`).',
     args: { endpointId: t.arg.id({ required: true, description: 'The endpoint.' }) },
     resolve: async (_root, args, ctx) =>
-      testWebhookEndpoint(ctx.deps, await ctx.agent(), { endpointId: String(args.endpointId) }),
+      testWebhookEndpoint(ctx.deps, await managerViewer(ctx), { endpointId: String(args.endpointId) }),
   }),
 );

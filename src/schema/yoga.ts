@@ -69,7 +69,7 @@ function httpContext(deps: Deps, req: Request): GraphQLContext {
     visitor: () => requireVisitor(deps, bearer),
     // Once per operation: one request counts once against the key's budget.
     apiKey: () => {
-      apiKey ??= authenticateApiKey(deps, isKey ? bearer : undefined);
+      apiKey ??= authenticateApiKey(deps, isKey ? bearer : undefined, address);
       return apiKey;
     },
     visitorToken: isKey ? undefined : bearer,

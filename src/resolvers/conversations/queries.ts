@@ -6,6 +6,8 @@ import { DomainError } from '../../errors.js';
 import { latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
 import { decodeCursor, encodeCursor } from '../cursors.js';
 import { parseInput, text } from '../inputs.js';
+import type { ApiKeyViewer } from '../integration/api-keys/authenticate.js';
+import { requireScope } from '../integration/api-keys/scopes.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { id, type VisitorRef, visitorRef } from './context.js';
 import { type ConversationView, selectViews, toView, viewOf } from './view.js';
@@ -27,19 +29,21 @@ export type ListInput = z.input<typeof listInput>;
  */
 export async function loadConversation(
   deps: Deps,
-  viewer: AgentViewer | VisitorViewer,
+  viewer: AgentViewer | VisitorViewer | ApiKeyViewer,
   given: Partial<VisitorRef> = {},
 ): Promise<ConversationView | null> {
   let visitorId: string;
-  if (viewer.kind === 'agent') {
-    requireOnlineReception(viewer);
+  if (viewer.kind === 'visitor') visitorId = viewer.visitorId;
+  else {
+    if (viewer.kind === 'agent') requireOnlineReception(viewer);
+    else requireScope(viewer, 'conversations:read');
     visitorId = parseInput(visitorRef, given).visitorId;
     await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
-  } else visitorId = viewer.visitorId;
+  }
   const ctx =
     (await openConversation(deps.db, viewer.merchantId, visitorId)) ??
     (await latestConversation(deps.db, viewer.merchantId, visitorId));
-  return ctx ? viewOf(deps.db, ctx.conversation.id, viewer.kind) : null;
+  return ctx ? viewOf(deps.db, ctx.conversation.id, viewer.kind === 'visitor' ? 'visitor' : 'agent') : null;
 }
 
 const NOT_A_CURSOR = 'after is not a cursor of this list';
@@ -51,7 +55,11 @@ interface ListPlan {
   key: (c: Conversation) => (string | number)[];
 }
 
-function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: string | undefined): ListPlan {
+function planList(
+  viewer: AgentViewer | ApiKeyViewer,
+  scope: 'mine' | 'queue' | 'all',
+  after: string | undefined,
+): ListPlan {
   const where: (SQL | undefined)[] = [eq(conversations.merchantId, viewer.merchantId)];
   if (scope === 'queue') {
     where.push(eq(conversations.state, 'queued'));
@@ -65,7 +73,7 @@ function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: s
       key: (c) => [c.queuedAt.toISOString(), c.id],
     };
   }
-  if (scope === 'mine') {
+  if (scope === 'mine' && viewer.kind === 'agent') {
     where.push(eq(conversations.state, 'active'), eq(conversations.agentId, viewer.agentId));
     if (after) {
       const [ts, cid] = decodeCursor('seconds', after, NOT_A_CURSOR);
@@ -88,11 +96,15 @@ function planList(viewer: AgentViewer, scope: 'mine' | 'queue' | 'all', after: s
  * Conversations of the agent's merchant, one page: `mine` (its active ones, latest activity
  * first), `queue` (queued ones, oldest first: the order they are served in) or `all` (every
  * conversation, newest first; administrators only). `after` is the `endCursor` of the previous page.
+ * An API key with `conversations:read` reads `all` (its default) or `queue`; it has no `mine`.
  */
-export async function listConversations(deps: Deps, viewer: AgentViewer, given: ListInput = {}) {
-  requireOnlineReception(viewer);
-  const input = parseInput(listInput, given);
-  if (input.scope === 'all' && viewer.level !== 'admin')
+export async function listConversations(deps: Deps, viewer: AgentViewer | ApiKeyViewer, given: ListInput = {}) {
+  if (viewer.kind === 'apiKey') requireScope(viewer, 'conversations:read');
+  else requireOnlineReception(viewer);
+  const input = parseInput(listInput, viewer.kind === 'apiKey' ? { ...given, scope: given.scope ?? 'all' } : given);
+  if (viewer.kind === 'apiKey' && input.scope === 'mine')
+    throw new DomainError('BAD_USER_INPUT', 'scope mine is an agent’s: an API key reads all or queue');
+  if (input.scope === 'all' && viewer.kind === 'agent' && viewer.level !== 'admin')
     throw new DomainError('FORBIDDEN', 'scope all is for administrators');
   const { where, order, key } = planList(viewer, input.scope, input.after);
   if (input.labelId)

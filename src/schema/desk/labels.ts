@@ -9,6 +9,7 @@ import {
   MAX_LABEL_NAME,
   unlabelConversation,
 } from '../../resolvers/desk/labels.js';
+import { managerViewer } from '../args.js';
 import { builder, type GraphQLContext } from '../builder.js';
 import { Conversation } from '../conversation.js';
 
@@ -118,7 +119,7 @@ function labelsOf(ctx: GraphQLContext, conversationId: string): Promise<LabelVie
     setImmediate(async () => {
       labelBatches.delete(ctx);
       try {
-        const viewer = await ctx.agent();
+        const viewer = await managerViewer(ctx);
         const found = await labelsOfConversations(ctx.deps, viewer.merchantId, [...batch.keys()]);
         for (const [id, waiters] of batch) for (const w of waiters) w.resolve(found.get(id) ?? []);
       } catch (error) {

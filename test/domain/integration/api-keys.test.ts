@@ -2,6 +2,7 @@ import { and, eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { apiKeys, auditLog } from '../../../src/db/schema.js';
 import { DomainError } from '../../../src/errors.js';
+import { listConversations, loadConversation } from '../../../src/resolvers/conversations/queries.js';
 import {
   API_KEY_LAST_USED_WRITE_SECONDS,
   authenticateApiKey,
@@ -14,7 +15,9 @@ import {
   MAX_API_KEYS,
   revokeApiKey,
 } from '../../../src/resolvers/integration/api-keys/keys.js';
+import { publishMerchantEvent } from '../../../src/resolvers/integration/api-keys/publish.js';
 import { requireScope } from '../../../src/resolvers/integration/api-keys/scopes.js';
+import { listMessages, sendMessage } from '../../../src/resolvers/messages.js';
 import { requireVisitor } from '../../../src/resolvers/viewer.js';
 import { issueVisitorToken } from '../../../src/resolvers/visitor.js';
 import { codeOf, type Factories, secondInstance, type TestDeps, useTestDeps } from '../../support/deps.js';
@@ -146,6 +149,7 @@ describe('Authenticating a key', () => {
       merchantId: m.merchantId,
       name: 'reader',
       scopes: ['conversations:read'],
+      clientAddress: null,
     });
     expect(requireScope(viewer, 'conversations:read')).toBe(viewer);
     expect(() => requireScope(viewer, 'events:publish')).toThrow('This API key lacks the scope events:publish');
@@ -231,5 +235,70 @@ describe('Authenticating a key', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('What a key reads and publishes (the domain functions the adapters share)', () => {
+  it('conversations:read lists its merchant’s conversations and a visitor’s messages, never another merchant’s', async () => {
+    const a = await adminOfNewMerchant();
+    const b = await adminOfNewMerchant();
+    const agent = await f.agent(a.m);
+    await f.online(agent);
+    const c = await f.conversation(a.m);
+    await sendMessage(deps, c.visitor, { clientMsgId: 'm1', content: 'hello' });
+    const { key } = await createApiKey(deps, a.admin, { name: 'reader', scopes: ['conversations:read'] });
+    const reader = await authenticateApiKey(deps, key);
+    const page = await listConversations(deps, reader);
+    expect(page.nodes.map((n) => n.visitorId)).toEqual([c.visitor.visitorId]);
+    expect((await listConversations(deps, reader, { scope: 'queue' })).nodes).toEqual([]);
+    expect(await codeOf(listConversations(deps, reader, { scope: 'mine' }))).toBe('BAD_USER_INPUT');
+    const history = await listMessages(deps, reader, { visitorId: c.visitor.visitorId });
+    expect(history.messages.map((m) => m.content)).toContain('hello');
+    expect((await loadConversation(deps, reader, { visitorId: c.visitor.visitorId }))?.conversationId).toBe(
+      c.conversationId,
+    );
+    expect(await codeOf(listMessages(deps, reader, {}))).toBe('BAD_USER_INPUT');
+
+    const { key: otherKey } = await createApiKey(deps, b.admin, { name: 'other', scopes: ['conversations:read'] });
+    const other = await authenticateApiKey(deps, otherKey);
+    expect((await listConversations(deps, other)).nodes).toEqual([]);
+    expect(await codeOf(listMessages(deps, other, { visitorId: c.visitor.visitorId }))).toBe('NOT_FOUND');
+    expect(await codeOf(loadConversation(deps, other, { visitorId: c.visitor.visitorId }))).toBe('NOT_FOUND');
+
+    const { key: publisherKey } = await createApiKey(deps, a.admin, { name: 'p', scopes: ['events:publish'] });
+    const publisher = await authenticateApiKey(deps, publisherKey);
+    expect(await codeOf(listConversations(deps, publisher))).toBe('INSUFFICIENT_SCOPE');
+    expect(await codeOf(listMessages(deps, publisher, { visitorId: c.visitor.visitorId }))).toBe('INSUFFICIENT_SCOPE');
+  });
+
+  it('events:publish reaches the merchant’s global, agent and visitor channels only', async () => {
+    const a = await adminOfNewMerchant();
+    const b = await adminOfNewMerchant();
+    const visitor = await f.visitor(a.m);
+    const { key } = await createApiKey(deps, a.admin, { name: 'p', scopes: ['events:publish'] });
+    const publisher = await authenticateApiKey(deps, key);
+    for (const channel of [`global-${a.m.bid}`, `agent-${a.admin.agentId}`, visitor.channel])
+      expect((await publishMerchantEvent(deps, publisher, { channel, event: 'crm.updated', data: 1 })).id).toMatch(
+        /^\d+-\d+$/,
+      );
+    for (const channel of [`global-${b.m.bid}`, `agent-${b.admin.agentId}`, 'visitor-nope'])
+      expect(await codeOf(publishMerchantEvent(deps, publisher, { channel, event: 'crm.updated', data: 1 }))).toBe(
+        'FORBIDDEN',
+      );
+    expect(
+      await codeOf(
+        publishMerchantEvent(deps, publisher, { channel: `global-${a.m.bid}`, event: 'message.created', data: 1 }),
+      ),
+    ).toBe('BAD_USER_INPUT');
+    const { key: readerKey } = await createApiKey(deps, a.admin, { name: 'r', scopes: ['conversations:read'] });
+    expect(
+      await codeOf(
+        publishMerchantEvent(deps, await authenticateApiKey(deps, readerKey), {
+          channel: `global-${a.m.bid}`,
+          event: 'crm.updated',
+          data: 1,
+        }),
+      ),
+    ).toBe('INSUFFICIENT_SCOPE');
   });
 });

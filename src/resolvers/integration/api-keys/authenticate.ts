@@ -15,6 +15,8 @@ export interface ApiKeyViewer {
   /** The key's name, as its admin gave it. */
   name: string;
   scopes: ApiKeyScope[];
+  /** The request's client address, for the audit log of what the key does (null when not given). */
+  clientAddress?: string | null;
 }
 
 /** `last_used_at` is written at most once per this many seconds per key. */
@@ -46,7 +48,11 @@ const invalid = (message: string) => new DomainError('API_KEY_INVALID', message)
  * counts one request against the key's budget (API_KEY_REQUESTS_PER_MINUTE, across instances:
  * RATE_LIMITED beyond it) and keeps `last_used_at` within a minute.
  */
-export async function authenticateApiKey(deps: Deps, bearer: string | undefined): Promise<ApiKeyViewer> {
+export async function authenticateApiKey(
+  deps: Deps,
+  bearer: string | undefined,
+  clientAddress: string | null = null,
+): Promise<ApiKeyViewer> {
   if (!bearer) throw invalid('API key missing: send Authorization: Bearer prly_…');
   if (!isApiKeyShaped(bearer)) throw invalid('Not an API key (prly_…): a visitor token is not accepted here');
   const now = deps.now();
@@ -71,5 +77,6 @@ export async function authenticateApiKey(deps: Deps, bearer: string | undefined)
     merchantId: row.merchantId,
     name: row.name,
     scopes: row.scopes as ApiKeyScope[],
+    clientAddress,
   };
 }

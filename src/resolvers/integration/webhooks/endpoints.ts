@@ -4,11 +4,11 @@ import { type WebhookEndpoint, webhookDeliveries, webhookEndpoints } from '../..
 import type { Deps } from '../../../deps.js';
 import { DomainError } from '../../../errors.js';
 import { newId } from '../../../ids.js';
-import { auditedAgent, recordAudit } from '../../desk/audit.js';
+import { recordAudit } from '../../desk/audit.js';
 import { webhookEventNames } from '../../event-catalog.js';
 import { parseInput } from '../../inputs.js';
 import type { Tx } from '../../outbox.js';
-import { type AgentViewer, requireAdmin } from '../../viewer.js';
+import { auditedManager, type MerchantManager, requireManager } from '../api-keys/manager.js';
 import { checkedAddresses, PrivateAddressError } from './addresses.js';
 import { newWebhookSecret } from './signing.js';
 
@@ -54,12 +54,12 @@ const audited = (e: WebhookEndpoint) => ({
 
 const audit = (
   tx: Tx,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   action: string,
   id: string,
   before: Record<string, unknown> | null,
   after: Record<string, unknown> | null,
-) => recordAudit(tx, { ...auditedAgent(viewer), action, target: { type: 'webhook_endpoint', id }, before, after });
+) => recordAudit(tx, { ...auditedManager(viewer), action, target: { type: 'webhook_endpoint', id }, before, after });
 
 /** Events an endpoint may ask for (`webhook.test` pings reach every endpoint). */
 const subscribable = webhookEventNames.filter((n) => n !== 'webhook.test') as [string, ...string[]];
@@ -105,10 +105,10 @@ export async function checkEndpointUrl(deps: Deps, raw: string): Promise<string>
 /** Registers an endpoint; its signing secret is answered here and never again. */
 export async function createWebhookEndpoint(
   deps: Deps,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   raw: CreateEndpointInput,
 ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
-  requireAdmin(viewer);
+  requireManager(viewer, 'webhooks:manage');
   const input = parseInput(createEndpointInput, raw);
   const url = await checkEndpointUrl(deps, input.url);
   const [existing] = await deps.db
@@ -139,8 +139,8 @@ export async function createWebhookEndpoint(
 }
 
 /** The merchant's endpoints, oldest first. */
-export async function listWebhookEndpoints(deps: Deps, viewer: AgentViewer): Promise<WebhookEndpointView[]> {
-  requireAdmin(viewer);
+export async function listWebhookEndpoints(deps: Deps, viewer: MerchantManager): Promise<WebhookEndpointView[]> {
+  requireManager(viewer, 'webhooks:manage');
   const rows = await deps.db
     .select()
     .from(webhookEndpoints)
@@ -160,8 +160,12 @@ export async function merchantEndpoint(deps: Deps, merchantId: string, endpointI
 }
 
 /** Deletes an endpoint and its delivery log; nothing more is sent to it. */
-export async function deleteWebhookEndpoint(deps: Deps, viewer: AgentViewer, raw: EndpointIdInput): Promise<boolean> {
-  requireAdmin(viewer);
+export async function deleteWebhookEndpoint(
+  deps: Deps,
+  viewer: MerchantManager,
+  raw: EndpointIdInput,
+): Promise<boolean> {
+  requireManager(viewer, 'webhooks:manage');
   const { endpointId } = parseInput(endpointIdInput, raw);
   const existing = await merchantEndpoint(deps, viewer.merchantId, endpointId);
   // Deliveries before the endpoint, the order in which an attempt's outcome locks them (no deadlock).
@@ -179,10 +183,10 @@ export async function deleteWebhookEndpoint(deps: Deps, viewer: AgentViewer, raw
  */
 export async function setWebhookEndpointDisabled(
   deps: Deps,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   raw: SetDisabledInput,
 ): Promise<WebhookEndpointView> {
-  requireAdmin(viewer);
+  requireManager(viewer, 'webhooks:manage');
   const { endpointId, disabled } = parseInput(setDisabledInput, raw);
   const row = await deps.db.transaction(async (tx) => {
     const [updated] = await tx
@@ -204,10 +208,10 @@ export async function setWebhookEndpointDisabled(
  */
 export async function rotateWebhookSecret(
   deps: Deps,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   raw: EndpointIdInput,
 ): Promise<{ endpoint: WebhookEndpointView; secret: string }> {
-  requireAdmin(viewer);
+  requireManager(viewer, 'webhooks:manage');
   const { endpointId } = parseInput(endpointIdInput, raw);
   const current = await merchantEndpoint(deps, viewer.merchantId, endpointId);
   const secret = newWebhookSecret();

@@ -4,7 +4,7 @@ import { type WebhookDelivery, webhookDeliveries } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
 import { DomainError } from '../../../errors.js';
 import { parseInput } from '../../inputs.js';
-import { type AgentViewer, requireAdmin } from '../../viewer.js';
+import { type MerchantManager, requireManager } from '../api-keys/manager.js';
 import { nudgeWebhooks } from './dispatcher.js';
 import { merchantEndpoint } from './endpoints.js';
 import { deliveryRow, webhookBody } from './events.js';
@@ -57,10 +57,10 @@ export type DeliveriesInput = z.input<typeof deliveriesInput>;
 /** The newest deliveries of an endpoint first. */
 export async function listWebhookDeliveries(
   deps: Deps,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   raw: DeliveriesInput,
 ): Promise<WebhookDeliveryView[]> {
-  requireAdmin(viewer);
+  requireManager(viewer, 'webhooks:manage');
   const input = parseInput(deliveriesInput, raw);
   await merchantEndpoint(deps, viewer.merchantId, input.endpointId);
   const rows = await deps.db
@@ -78,10 +78,10 @@ export type RedeliverInput = z.input<typeof redeliverInput>;
 /** Sends one delivery again, under the same `webhook-id`, with a fresh retry schedule. */
 export async function redeliverWebhook(
   deps: Deps,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   raw: RedeliverInput,
 ): Promise<WebhookDeliveryView> {
-  requireAdmin(viewer);
+  requireManager(viewer, 'webhooks:manage');
   const { deliveryId } = parseInput(redeliverInput, raw);
   const [row] = await deps.db
     .update(webhookDeliveries)
@@ -127,8 +127,8 @@ export const redeliverRangeInput = z
 export type RedeliverRangeInput = z.input<typeof redeliverRangeInput>;
 
 /** Sends again every failed delivery of an endpoint created in [since, until); answers how many. */
-export async function redeliverFailedWebhooks(deps: Deps, viewer: AgentViewer, raw: RedeliverRangeInput) {
-  requireAdmin(viewer);
+export async function redeliverFailedWebhooks(deps: Deps, viewer: MerchantManager, raw: RedeliverRangeInput) {
+  requireManager(viewer, 'webhooks:manage');
   const input = parseInput(redeliverRangeInput, raw);
   await merchantEndpoint(deps, viewer.merchantId, input.endpointId);
   const rows = await deps.db
@@ -150,10 +150,10 @@ export async function redeliverFailedWebhooks(deps: Deps, viewer: AgentViewer, r
 /** Queues a `webhook.test` ping to one endpoint (even a disabled one's log shows it, waiting). */
 export async function testWebhookEndpoint(
   deps: Deps,
-  viewer: AgentViewer,
+  viewer: MerchantManager,
   raw: { endpointId: string },
 ): Promise<WebhookDeliveryView> {
-  requireAdmin(viewer);
+  requireManager(viewer, 'webhooks:manage');
   const { endpointId } = parseInput(z.object({ endpointId: z.string().min(1).max(64) }), raw);
   await merchantEndpoint(deps, viewer.merchantId, endpointId);
   const now = deps.now();
