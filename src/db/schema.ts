@@ -25,6 +25,19 @@ export type FeatureSwitches = Partial<
  * A business-hours calendar (src/resolvers/availability/business-hours.ts): local times in
  * minutes of the day, ISO weekdays (1 Monday … 7 Sunday), ISO dates.
  */
+/**
+ * A merchant's routing rule (docs/availability.md "Skills and priority"): when the visitor's
+ * attribute equals a value, or the entry page contains a text, a new conversation requires a
+ * skill and/or gets a priority.
+ */
+export interface RoutingRule {
+  attribute?: string;
+  equals?: string;
+  pageContains?: string;
+  skill?: string;
+  priority?: number;
+}
+
 export interface BusinessHoursCalendar {
   timezone: string;
   weekly: { day: number; start: number; end: number }[];
@@ -82,6 +95,8 @@ export const merchants = pgTable('merchants', {
   registeredMobile: text('registered_mobile').unique(),
   /** Contact details a visitor leaving a message is asked for (`name`, `email`, `phone`). */
   contactFields: jsonb('contact_fields').$type<string[]>().notNull().default([]),
+  /** Rules giving new conversations required skills and a priority (docs/availability.md). */
+  routingRules: jsonb('routing_rules').$type<RoutingRule[]>().notNull().default([]),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 
@@ -101,6 +116,8 @@ export const agentGroups = pgTable(
     routing: text('routing').notNull().default('LEAST_BUSY'),
     /** Round robin's cursor: the agent it gave the last conversation to (in the row, not in memory). */
     routingCursor: text('routing_cursor'),
+    /** Skills every conversation of the group requires (the SKILLS policy; docs/availability.md). */
+    requiredSkills: jsonb('required_skills').$type<string[]>().notNull().default([]),
   },
   (t) => [
     uniqueIndex('agent_groups_merchant_name').on(t.merchantId, t.name),
@@ -132,6 +149,8 @@ export const agents = pgTable(
     maxConcurrentChats: integer('max_concurrent_chats'),
     /** When a conversation was last assigned to it: ties in routing go to who waited longest. */
     lastAssignedAt: timestamp('last_assigned_at', { withTimezone: true }),
+    /** What the agent can handle: the SKILLS policy routes a conversation to agents holding all it requires. */
+    skills: jsonb('skills').$type<string[]>().notNull().default([]),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [uniqueIndex('agents_username_ci').on(sql`lower(${t.username})`), index('agents_merchant').on(t.merchantId)],
@@ -267,6 +286,12 @@ export const conversations = pgTable(
     leftReason: text('left_reason'),
     /** The contact details the visitor left (the merchant's `contact_fields`). */
     contact: jsonb('contact').$type<Record<string, string>>(),
+    /** The page the visitor started the conversation on (assign's `entry_page`), for the routing rules. */
+    entryPage: text('entry_page'),
+    /** Skills an agent needs to take it under the SKILLS policy: the group's and the matching rules'. */
+    requiredSkills: jsonb('required_skills').$type<string[]>().notNull().default([]),
+    /** Queue order: higher first, FIFO within a priority (the merchant's rules set it). */
+    priority: integer('priority').notNull().default(0),
   },
   (t) => [
     // One open conversation per visitor and merchant: the database decides, not a read-then-write.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { RoutingRule } from '../db/schema.js';
 import {
   type BusinessHoursSettings,
   loadBusinessHours,
@@ -11,9 +12,46 @@ import {
   type MessageLeftView,
   updateContactFields,
 } from '../resolvers/availability/messages-left.js';
+import {
+  getRoutingRules,
+  type RoutingRulesInput,
+  updateRoutingRules,
+} from '../resolvers/availability/routing/rules.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /** Business hours, messages left and routing (docs/availability.md): the legacy twins of the GraphQL operations. */
+
+const routingRuleData = z
+  .object({
+    attribute: z
+      .string()
+      .optional()
+      .openapi({ description: 'A visitor attribute key; matches when it equals `equals`.' }),
+    equals: z.string().optional(),
+    page_contains: z.string().optional().openapi({ description: 'Matches when the entry page contains this text.' }),
+    skill: z.string().optional().openapi({ description: 'A skill the conversation then requires.' }),
+    priority: z.number().int().optional().openapi({ description: '-100…100; the highest matching wins; default 0.' }),
+  })
+  .strict();
+const legacyRule = (r: RoutingRule): z.input<typeof routingRuleData> => ({
+  ...(r.attribute !== undefined ? { attribute: r.attribute, equals: r.equals } : {}),
+  ...(r.pageContains !== undefined ? { page_contains: r.pageContains } : {}),
+  ...(r.skill !== undefined ? { skill: r.skill } : {}),
+  ...(r.priority !== undefined ? { priority: r.priority } : {}),
+});
+const routingRulesBody = z
+  .object({ rules: z.array(z.object({}).passthrough()).openapi({ description: 'The complete list of rules.' }) })
+  .transform((i) => ({
+    // The domain's schema checks each rule (and refuses unknown keys): only the legacy name changes here.
+    rules: i.rules.map(({ page_contains, ...rest }) => ({
+      ...rest,
+      ...(page_contains !== undefined ? { pageContains: page_contains } : {}),
+    })) as RoutingRulesInput['rules'],
+  }));
+const ruleExample = [
+  { attribute: 'plan', equals: 'vip', priority: 10 },
+  { page_contains: '/checkout', skill: 'billing' },
+];
 
 const hhmm = z.string().openapi({ description: 'Local time HH:MM.' });
 const interval = z.object({ day: z.union([z.number().int(), z.string()]), start: hhmm, end: hhmm }).strict();
@@ -182,5 +220,33 @@ availabilityEndpoints.push(
     output: z.object({ fields: contactFieldList }).strict(),
     example: { fields: ['name', 'email'] },
     handle: async ({ deps, viewer, input }) => ({ fields: await updateContactFields(deps, viewer, input) }),
+  }),
+  jsonRoute({
+    method: 'get',
+    path: '/agent/admin/routing-rules',
+    identity: 'agent',
+    tag: 'Availability',
+    summary: 'The merchant’s routing rules: required skills and priority of new conversations (admins)',
+    description: 'Non-admins 1403. See docs/availability.md "Skills and priority".',
+    output: z.object({ rules: z.array(routingRuleData) }).strict(),
+    example: { rules: ruleExample },
+    handle: async ({ deps, viewer }) => ({ rules: (await getRoutingRules(deps, viewer)).map(legacyRule) }),
+  }),
+  jsonRoute({
+    method: 'post',
+    path: '/agent/admin/routing-rules',
+    identity: 'agent',
+    tag: 'Availability',
+    summary: 'Replace the merchant’s routing rules (admins)',
+    description:
+      'Each rule matches by `attribute` + `equals` or by `page_contains`, and gives a `skill` and/or a `priority`. Non-admins 1403. Audited `routing_rules.updated`.',
+    input: routingRulesBody,
+    encodings: ['json'],
+    requestExample: { rules: ruleExample },
+    output: z.object({ rules: z.array(routingRuleData) }).strict(),
+    example: { rules: ruleExample },
+    handle: async ({ deps, viewer, input }) => ({
+      rules: (await updateRoutingRules(deps, viewer, input)).map(legacyRule),
+    }),
   }),
 );

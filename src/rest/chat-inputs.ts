@@ -20,7 +20,11 @@ const sendKeys = {
 } as const;
 const historyKeys = { before: 'before', after: 'after', limit: 'limit' } as const;
 
-export const chatAssignInput = legacyInput(assignInput, { group_id: 'groupId', agent_id: 'agentId' });
+export const chatAssignInput = legacyInput(assignInput, {
+  group_id: 'groupId',
+  agent_id: 'agentId',
+  entry_page: 'entryPage',
+});
 export const visitorSendInput = legacyInput(sendInput, sendKeys);
 export const visitorHistoryInput = legacyInput(historyInput, historyKeys, { form: { limit: formInt } });
 export const visitorReadInput = legacyInput(readInput, { seq: 'seq' }, { form: { seq: formInt } });

@@ -43,6 +43,7 @@ export const agentData = z
     disabled: z.boolean(),
     capacity: z.number().int().nullable().openapi({ description: 'null: the merchant’s max_concurrent_chats.' }),
     group_ids: z.array(z.string()),
+    skills: z.array(z.string()).openapi({ description: 'What it can handle (the SKILLS routing policy).' }),
     created_at: z.string(),
   })
   .strict();
@@ -58,6 +59,7 @@ export const legacyAgent = (a: DeskAgent): z.input<typeof agentData> => ({
   disabled: a.account.disabled,
   capacity: a.account.capacity,
   group_ids: a.account.groupIds,
+  skills: a.account.skills,
   created_at: a.account.createdAt.toISOString(),
 });
 
@@ -69,6 +71,7 @@ const groupData = z
     position: z.number().int(),
     member_ids: z.array(z.string()),
     routing: z.enum(ROUTING_POLICIES),
+    required_skills: z.array(z.string()),
   })
   .strict();
 const legacyGroup = (g: DeskGroup): z.input<typeof groupData> => ({
@@ -78,6 +81,7 @@ const legacyGroup = (g: DeskGroup): z.input<typeof groupData> => ({
   position: g.position,
   member_ids: g.memberIds,
   routing: g.routing,
+  required_skills: g.requiredSkills,
 });
 
 const auditData = z
@@ -159,6 +163,10 @@ const updateAgentBody = z
     capacity: z.number().int().nullable().optional().openapi({ description: 'null: back to the merchant’s default.' }),
     group_ids: ids.optional(),
     password: z.string().optional().openapi({ description: 'A new password: the agent’s Sessions end.' }),
+    skills: z
+      .array(z.string())
+      .optional()
+      .openapi({ description: 'Its skills, the complete list (the SKILLS routing policy).' }),
   })
   .transform(({ agent_id, group_ids, ...rest }) => ({ ...rest, agentId: agent_id, groupIds: group_ids }));
 const agentRefBody = z.object({ agent_id: z.string() }).transform((i) => ({ agentId: i.agent_id }));
@@ -176,6 +184,10 @@ const updateGroupBody = z
       .enum(ROUTING_POLICIES)
       .optional()
       .openapi({ description: 'LEAST_BUSY, ROUND_ROBIN, SKILLS or LAST_AGENT (docs/availability.md).' }),
+    required_skills: z
+      .array(z.string())
+      .optional()
+      .openapi({ description: 'Skills every new conversation of the group requires (the complete list).' }),
   })
   .transform((i) => ({
     id: i.id,
@@ -184,6 +196,7 @@ const updateGroupBody = z
     position: i.position,
     routing: i.routing,
     memberIds: i.member_ids,
+    requiredSkills: i.required_skills,
   }));
 const auditQuery = z
   .object({

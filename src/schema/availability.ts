@@ -1,4 +1,5 @@
 import { Kind } from 'graphql';
+import type { RoutingRule } from '../db/schema.js';
 import type { BusinessHoursView } from '../resolvers/availability/business-hours.js';
 import {
   type BusinessHoursSettings,
@@ -13,6 +14,7 @@ import {
   type MessageLeftView,
   updateContactFields,
 } from '../resolvers/availability/messages-left.js';
+import { getRoutingRules, updateRoutingRules } from '../resolvers/availability/routing/rules.js';
 import { builder } from './builder.js';
 
 /** Business hours, messages left and routing (docs/availability.md). */
@@ -252,3 +254,69 @@ export const RoutingPolicyEnum = builder.enumType('RoutingPolicy', {
     },
   } as const,
 });
+
+const RoutingRuleRef = builder.objectRef<RoutingRule>('RoutingRule').implement({
+  description:
+    'A merchant’s routing rule: matched by a visitor attribute (`attribute` equals `equals`) or the entry page (`pageContains`), it gives a new conversation a required `skill` and/or a `priority` (docs/availability.md).',
+  fields: (t) => ({
+    attribute: t.string({
+      nullable: true,
+      resolve: (r) => r.attribute ?? null,
+      description: 'A visitor attribute key.',
+    }),
+    equals: t.string({
+      nullable: true,
+      resolve: (r) => r.equals ?? null,
+      description: 'The value it must equal (as text).',
+    }),
+    pageContains: t.string({
+      nullable: true,
+      resolve: (r) => r.pageContains ?? null,
+      description: 'Text the entry page must contain.',
+    }),
+    skill: t.string({
+      nullable: true,
+      resolve: (r) => r.skill ?? null,
+      description: 'A skill the conversation requires.',
+    }),
+    priority: t.int({
+      nullable: true,
+      resolve: (r) => r.priority ?? null,
+      description: 'Queue priority (-100…100, higher first; the highest matching rule wins; default 0).',
+    }),
+  }),
+});
+
+const RoutingRuleInput = builder.inputType('RoutingRuleInput', {
+  description: 'A routing rule: `attribute` with `equals`, or `pageContains`; and a `skill` and/or a `priority`.',
+  fields: (t) => ({
+    attribute: t.string({ description: 'A visitor attribute key.' }),
+    equals: t.string({ description: 'The value it must equal (as text).' }),
+    pageContains: t.string({ description: 'Text the entry page must contain.' }),
+    skill: t.string({ description: 'A skill the conversation then requires.' }),
+    priority: t.int({ description: '-100…100; higher is served first.' }),
+  }),
+});
+
+builder.queryField('routingRules', (t) =>
+  t.field({
+    type: [RoutingRuleRef],
+    description: 'Admins: the merchant’s routing rules (required skills and priority of new conversations).',
+    resolve: async (_root, _args, ctx) => getRoutingRules(ctx.deps, await ctx.agent()),
+  }),
+);
+
+builder.mutationField('updateRoutingRules', (t) =>
+  t.field({
+    type: [RoutingRuleRef],
+    description:
+      'Admins: replaces the merchant’s routing rules; new conversations follow them. Audited `routing_rules.updated`.',
+    args: { rules: t.arg({ type: [RoutingRuleInput], required: true, description: 'The complete list.' }) },
+    resolve: async (_root, args, ctx) =>
+      updateRoutingRules(ctx.deps, await ctx.agent(), {
+        rules: args.rules.map((r) =>
+          Object.fromEntries(Object.entries(r).filter(([, v]) => v !== null && v !== undefined)),
+        ),
+      }),
+  }),
+);

@@ -176,10 +176,14 @@ builder.mutationField('assignAgent', (t) =>
   t.field({
     type: AssignResultRef,
     description:
-      'The spec’s step 2 (visitors): the open conversation, or a new one routed to the least busy online agent of the group under capacity, else queued. Idempotent.',
+      'The spec’s step 2 (visitors): the open conversation, or a new one routed by its group’s policy to an online agent under capacity, else queued (`queuePosition`) or kept as a message left (`messageLeft`). Idempotent.',
     args: {
       groupId: t.arg.string({ description: 'An agent group of the merchant (the default group otherwise).' }),
       agentId: t.arg.string({ description: 'A specific agent of the merchant, preferred when available.' }),
+      entryPage: t.arg.string({
+        description:
+          'The page the visitor is on (at most 2048 characters): the merchant’s routing rules may give the conversation required skills or a priority by it.',
+      }),
     },
     resolve: async (_root, args, ctx) => assignAgent(ctx.deps, await ctx.visitor(), defined(args)),
   }),

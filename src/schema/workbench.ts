@@ -25,6 +25,9 @@ const AgentAccountRef = builder.objectRef<AgentAccount>('AgentAccount').implemen
     groupIds: t.exposeStringList('groupIds', {
       description: 'Its groups (one at most today); empty: the merchant’s default group.',
     }),
+    skills: t.exposeStringList('skills', {
+      description: 'What it can handle: under the SKILLS policy it takes conversations requiring only these.',
+    }),
     createdAt: t.string({ resolve: (a) => a.createdAt.toISOString(), description: 'When it was created (ISO 8601).' }),
   }),
 });

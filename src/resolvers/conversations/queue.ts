@@ -99,6 +99,9 @@ async function loadRouting(tx: Tx, merchantId: string, online: string[]): Promis
   return { locked, merchant, defaultGroupId: rows.find((g) => g.isDefault)?.id ?? null, active, groups };
 }
 
+/** Under SKILLS: an agent may take a conversation when it holds every skill the conversation requires. */
+const hasSkills = (a: Agent, required: readonly string[]) => required.every((skill) => a.skills.includes(skill));
+
 /** The group an agent serves: its own, else the default group. */
 const groupOf = (r: Routing, a: Agent) => a.groupId ?? r.defaultGroupId;
 const hasRoom = (r: Routing, a: Agent) => (r.active.get(a.id) ?? 0) < capacityOf(a, r.merchant.max);
@@ -114,14 +117,19 @@ async function pickAgent(
   ctx: ConversationContext,
   preferred: PreferredAgent | undefined,
 ): Promise<Agent | undefined> {
-  const eligible = r.locked.filter((a) => groupOf(r, a) === group && hasRoom(r, a));
+  const policy = (group && r.groups.get(group)) || { policy: 'LEAST_BUSY' as const, cursor: null };
+  const eligible = r.locked.filter(
+    (a) =>
+      groupOf(r, a) === group &&
+      hasRoom(r, a) &&
+      (policy.policy !== 'SKILLS' || hasSkills(a, ctx.conversation.requiredSkills)),
+  );
   if (eligible.length === 0) return undefined;
   const wanted =
     preferred && preferred.conversationId === ctx.conversation.id
       ? eligible.find((a) => a.id === preferred.agentId)
       : undefined;
   if (wanted) return wanted;
-  const policy = (group && r.groups.get(group)) || { policy: 'LEAST_BUSY' as const, cursor: null };
   const lastAgentId = policy.policy === 'LAST_AGENT' ? await previousAgentOf(tx, ctx) : null;
   return chooseAgent(eligible, { ...policy, active: r.active, lastAgentId });
 }
@@ -144,7 +152,7 @@ async function previousAgentOf(tx: Tx, ctx: ConversationContext): Promise<string
   return row?.agentId ?? null;
 }
 
-/** The queued conversations of a group, in queue order: oldest first. */
+/** The queued conversations of a group, in queue order: higher priority first, oldest first within one. */
 function queueOf(tx: Tx, merchantId: string, group: string | null, isDefault: boolean) {
   return selectContexts(tx)
     .where(
@@ -158,7 +166,7 @@ function queueOf(tx: Tx, merchantId: string, group: string | null, isDefault: bo
             : eq(conversations.groupId, group),
       ),
     )
-    .orderBy(asc(conversations.queuedAt), asc(conversations.id))
+    .orderBy(desc(conversations.priority), asc(conversations.queuedAt), asc(conversations.id))
     .limit(PASS_LIMIT);
 }
 

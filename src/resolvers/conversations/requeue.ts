@@ -27,7 +27,8 @@ export async function requeueOfflineAgent(deps: Deps, agentId: string): Promise<
       .orderBy(asc(conversations.queuedAt), asc(conversations.id))
       .for('update', { of: conversations });
     if (held.length === 0) return { merchantId: agent.merchantId, moved: 0 };
-    // The front: before the oldest conversation waiting in the merchant's queue (and never later than now).
+    // The front: before the oldest conversation waiting in the merchant's queue (and never later
+    // than now); the queue orders by priority first, so it is the front of its priority.
     const [oldest] = await tx
       .select({ at: sql<string | null>`min(${conversations.queuedAt})` })
       .from(conversations)

@@ -5,6 +5,7 @@ import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { leaveMessage, type MessageLeftNotice, nobodyToAnswer, noticeOf } from '../availability/messages-left.js';
+import { routingNeedsOf } from '../availability/routing/rules.js';
 import { chargeConversationOpened } from '../budgets/chat.js';
 import { type ConversationContext, openConversation } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
@@ -33,7 +34,12 @@ export interface AssignResult {
   messageLeft: MessageLeftNotice | null;
 }
 
-export const assignInput = z.object({ groupId: id.optional(), agentId: id.optional() });
+export const assignInput = z.object({
+  groupId: id.optional(),
+  agentId: id.optional(),
+  /** The page the visitor is on (the merchant's routing rules may match it), at most 2048 characters. */
+  entryPage: z.string().max(2048, 'must be at most 2048 characters').optional(),
+});
 export type AssignInput = z.input<typeof assignInput>;
 
 /**
@@ -56,7 +62,7 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, given: Assi
     if (!agent) throw new DomainError('NOT_FOUND', 'No such agent');
     preferred = agent.id;
   }
-  const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId);
+  const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId, input.entryPage);
   // Nobody can answer (out of hours, nobody of the group online): kept as a message left, not routed.
   const nobody = created ? await nobodyToAnswer(deps, viewer.merchantId, groupId) : null;
   if (nobody) await leaveMessage(deps, viewer.merchantId, viewer.visitorId, nobody);
@@ -108,9 +114,11 @@ export async function openNewConversation(
   merchantId: string,
   visitorId: string,
   groupId: string | null,
+  entryPage?: string,
 ): Promise<string | undefined> {
   const now = deps.now();
   return deps.db.transaction(async (tx) => {
+    const needs = await routingNeedsOf(tx, merchantId, visitorId, groupId, entryPage ?? null);
     const [row] = await tx
       .insert(conversations)
       .values({
@@ -122,6 +130,9 @@ export async function openNewConversation(
         timestamp: Math.floor(now / 1000),
         createdAt: new Date(now),
         queuedAt: new Date(now),
+        entryPage: entryPage ?? null,
+        requiredSkills: needs.requiredSkills,
+        priority: needs.priority,
       })
       .onConflictDoNothing()
       .returning();

@@ -48,10 +48,10 @@ export interface ConversationView {
 export const unreadForAgent = sql<number>`(select count(*)::int from "messages" um where um.conversation_id = "conversations"."id" and um.seq > "conversations"."agent_read_seq" and um.sender_type = 'visitor')`;
 /** Agent messages after the visitor's read position. */
 export const unreadForVisitor = sql<number>`(select count(*)::int from "messages" um where um.conversation_id = "conversations"."id" and um.seq > "conversations"."visitor_read_seq" and um.sender_type = 'agent')`;
-/** Position in the queue of its group (oldest first), null unless queued. */
+/** Position in the queue of its group (higher priority first, then oldest first), null unless queued. */
 export const queuePositionSql = sql<
   number | null
->`case when "conversations"."state" = 'queued' then (select count(*)::int from "conversations" q where q.merchant_id = "conversations"."merchant_id" and q.state = 'queued' and q.group_id is not distinct from "conversations"."group_id" and (q.queued_at, q.id) <= ("conversations"."queued_at", "conversations"."id")) end`;
+>`case when "conversations"."state" = 'queued' then (select count(*)::int from "conversations" q where q.merchant_id = "conversations"."merchant_id" and q.state = 'queued' and q.group_id is not distinct from "conversations"."group_id" and (q.priority > "conversations"."priority" or (q.priority = "conversations"."priority" and (q.queued_at, q.id) <= ("conversations"."queued_at", "conversations"."id")))) end`;
 
 /**
  * Conversations with what their view needs, for the `side` that reads them (its unread count):

@@ -6,6 +6,7 @@ import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { LEVELS } from '../admin.js';
+import { skillList } from '../availability/routing/rules.js';
 import { displayName, parseInput, required } from '../inputs.js';
 import type { Tx } from '../outbox.js';
 import type { SessionDirectory } from '../session.js';
@@ -30,6 +31,8 @@ export interface AgentAccount {
   capacity: number | null;
   /** Its groups (today one at most; none: the merchant's default group). */
   groupIds: string[];
+  /** What it can handle: the SKILLS routing policy gives it conversations requiring these (docs/availability.md). */
+  skills: string[];
   createdAt: Date;
 }
 
@@ -68,6 +71,8 @@ export const updateAgentInput = z.object({
   groupIds: groupIds.optional(),
   /** A new password: the agent's Sessions end (it logs in again with it). */
   password: passwordInput.optional(),
+  /** Its skills, the complete list (docs/availability.md "Skills and priority"). */
+  skills: skillList.optional(),
 });
 export type UpdateAgentInput = z.input<typeof updateAgentInput>;
 
@@ -79,6 +84,7 @@ const accountOf = (a: Agent): AgentAccount => ({
   disabled: a.disabled,
   capacity: a.maxConcurrentChats,
   groupIds: a.groupId ? [a.groupId] : [],
+  skills: a.skills,
   createdAt: a.createdAt,
 });
 
@@ -89,8 +95,8 @@ export async function deskAgentOf(deps: Deps, a: Agent): Promise<DeskAgent> {
 
 /** What the audit log keeps of an agent (never its password). */
 const audited = (a: Agent) => {
-  const { username, disabled, capacity, groupIds } = accountOf(a);
-  return { username, nickname: a.nickname, level: a.level, disabled, capacity, groupIds };
+  const { username, disabled, capacity, groupIds, skills } = accountOf(a);
+  return { username, nickname: a.nickname, level: a.level, disabled, capacity, groupIds, skills };
 };
 
 /** The merchant's agents, by username (admins only). */
@@ -207,6 +213,7 @@ export async function updateDeskAgent(
     if (input.nickname !== undefined) set.nickname = input.nickname;
     if (input.level !== undefined) set.level = input.level;
     if (input.capacity !== undefined) set.maxConcurrentChats = input.capacity;
+    if (input.skills !== undefined) set.skills = input.skills;
     if (input.groupIds !== undefined) set.groupId = await groupOf(tx, viewer.merchantId, input.groupIds);
     if (passwordHash !== undefined) set.passwordHash = passwordHash;
     const [after = row] = Object.keys(set).length

@@ -5,6 +5,7 @@ import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { ROUTING_POLICIES, type RoutingPolicy } from '../availability/routing/policies.js';
+import { skillList } from '../availability/routing/rules.js';
 import { displayName, parseInput, required } from '../inputs.js';
 import { announceMerchantConfigChanged } from '../merchant-config.js';
 import type { Tx } from '../outbox.js';
@@ -27,6 +28,8 @@ export interface DeskGroup {
   memberIds: string[];
   /** Routing policy (docs/availability.md). */
   routing: RoutingPolicy;
+  /** Skills every conversation of the group requires under SKILLS (docs/availability.md). */
+  requiredSkills: string[];
 }
 
 const name = displayName(64).refine((s) => s.trim().length > 0, 'is required');
@@ -52,6 +55,8 @@ export const updateAgentGroupInput = z.object({
   memberIds: z.array(required(64)).max(1000).optional(),
   /** The routing policy of the group's queue (docs/availability.md). */
   routing: z.enum(ROUTING_POLICIES).optional(),
+  /** Skills every new conversation of the group requires (the complete list). */
+  requiredSkills: skillList.optional(),
 });
 export type UpdateAgentGroupInput = z.input<typeof updateAgentGroupInput>;
 
@@ -79,6 +84,7 @@ async function groupsOf(db: Deps['db'] | Tx, merchantId: string, only?: string):
     position: g.position,
     memberIds: members.filter((m) => m.groupId === g.id).map((m) => m.id),
     routing: g.routing as RoutingPolicy,
+    requiredSkills: g.requiredSkills,
   }));
 }
 
@@ -94,6 +100,7 @@ const audited = (g: DeskGroup) => ({
   position: g.position,
   memberIds: g.memberIds,
   routing: g.routing,
+  requiredSkills: g.requiredSkills,
 });
 
 /** Makes `id` the merchant's only default group (the unique index allows one: the old one goes first). */
@@ -185,6 +192,7 @@ export async function updateAgentGroup(
     const set: Partial<typeof agentGroups.$inferInsert> = {};
     if (input.name !== undefined) set.name = input.name;
     if (input.position !== undefined) set.position = input.position;
+    if (input.requiredSkills !== undefined) set.requiredSkills = input.requiredSkills;
     if (input.routing !== undefined && input.routing !== before.routing) {
       set.routing = input.routing;
       set.routingCursor = null;

@@ -56,6 +56,9 @@ const AgentGroupDetail = builder.objectRef<DeskGroup>('AgentGroupDetail').implem
       description: 'The agents in it (agents with no group are served by the default group).',
     }),
     routing: t.expose('routing', { type: RoutingPolicyEnum, description: 'How its queue is routed.' }),
+    requiredSkills: t.exposeStringList('requiredSkills', {
+      description: 'Skills every new conversation of the group requires (the SKILLS policy).',
+    }),
   }),
 });
 
@@ -83,6 +86,7 @@ const UpdateAgentInput = builder.inputType('UpdateAgentInput', {
     capacity: t.int({ description: 'Active conversations at most (1-1000); null: back to the merchant’s default.' }),
     groupIds: t.idList({ description: 'Its group (one at most); empty: the default group.' }),
     password: t.string({ description: 'A new password (at least 8 characters): the agent’s Sessions end.' }),
+    skills: t.stringList({ description: 'Its skills, the complete list (the SKILLS routing policy).' }),
   }),
 });
 
@@ -106,6 +110,9 @@ const UpdateAgentGroupInput = builder.inputType('UpdateAgentGroupInput', {
       description: 'The complete member list: others in the group leave it (to the default group).',
     }),
     routing: t.field({ type: RoutingPolicyEnum, description: 'The routing policy of its queue.' }),
+    requiredSkills: t.stringList({
+      description: 'Skills every new conversation of the group requires (the complete list; the SKILLS policy).',
+    }),
   }),
 });
 

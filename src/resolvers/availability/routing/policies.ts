@@ -44,7 +44,7 @@ export function chooseAgent(eligible: Agent[], c: RoutingChoice): Agent | undefi
     case 'LAST_AGENT':
       return eligible.find((a) => a.id === c.lastAgentId) ?? leastBusy(eligible, c.active);
     default:
-      // SKILLS: agents' skills are not recorded yet, so every eligible agent qualifies.
+      // SKILLS: the eligible agents are already those holding the conversation's required skills.
       return leastBusy(eligible, c.active);
   }
 }
