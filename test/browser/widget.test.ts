@@ -32,7 +32,7 @@ const LAUNCHER_COLOR = 'rgb(10, 125, 56)';
 /** The merchant's page: its own styles (which must neither reach the widget nor be changed by it) and the snippet. */
 const hostPage = (
   gateway: string,
-  options: { snippet: boolean; lang?: string; user?: { id: string; hash: string } },
+  options: { snippet: boolean; lang?: string; user?: { id: string; hash: string }; twice?: boolean },
 ) => `<!doctype html>
 <html lang="en">
 <head>
@@ -57,7 +57,7 @@ const hostPage = (
     options.snippet
       ? `<script src="${gateway}/widget.js" data-appkey="demo-appkey" data-lang="${options.lang ?? 'en'}" data-color="#0a7d38" data-position="right"${
           options.user ? ` data-user-id="${options.user.id}" data-user-hash="${options.user.hash}"` : ''
-        } async></script>`
+        } async></script>`.repeat(options.twice ? 2 : 1)
       : ''
   }
 </body>
@@ -84,7 +84,10 @@ beforeAll(async () => {
     const user = userId
       ? { id: userId, hash: url.searchParams.get('hash') ?? userHashFor(identitySecret, userId) }
       : undefined;
-    res.end(hostPage(t.url, { snippet: url.pathname === '/', lang: url.searchParams.get('lang') ?? 'en', user }));
+    const twice = url.searchParams.has('twice');
+    res.end(
+      hostPage(t.url, { snippet: url.pathname === '/', lang: url.searchParams.get('lang') ?? 'en', user, twice }),
+    );
   });
   await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
   // Another origin than the gateway's (http://127.0.0.1:<port>): another host name and port.
@@ -282,9 +285,11 @@ describeInBrowser('the widget on a merchant’s page of another origin', () => {
       const tab = await openTab(browser);
       try {
         await tab.page.setViewportSize({ width: 390, height: 780 });
-        await tab.page.goto(`${hostUrl}/?lang=zh-CN`);
+        // The snippet pasted twice on this page: one launcher all the same.
+        await tab.page.goto(`${hostUrl}/?lang=zh-CN&twice`);
         const launcher = tab.page.locator('parley-widget').getByRole('button');
         await launcher.waitFor();
+        expect(await tab.page.locator('parley-widget').count()).toBe(1);
         expect(await launcher.getAttribute('aria-label')).toBe('在线咨询');
         const panel = await openPanel(tab.page);
         expect(await panel.locator('html').getAttribute('lang')).toBe('zh-CN');

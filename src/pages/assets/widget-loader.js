@@ -64,6 +64,8 @@ iframe { border: 0; width: 100%; height: 100%; display: block; }
   };
 
   function mount() {
+    // The snippet pasted twice (a template and a tag manager, say) still makes one launcher.
+    if (document.querySelector('parley-widget')) return;
     const holder = document.createElement('parley-widget');
     const root = holder.attachShadow({ mode: 'open' });
     const sheet = new CSSStyleSheet();
