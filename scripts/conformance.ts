@@ -12,7 +12,7 @@ import { startGatewayProcess, stopProcess } from './gateway-process.js';
  * OpenAPI conformance in CI (`npm run conformance`, PRISM=<path of Stoplight Prism's `prism`>):
  * starts the gateway, puts Prism in front of it as a validating proxy for the document the
  * gateway serves, and drives every declared operation through it — with a valid request and
- * with invalid ones, as each identity (none, agent, ticket agent, visitor, internal). Prism
+ * with invalid ones, as each identity (none, agent, ticket agent, visitor, internal, API key). Prism
  * reports in `sl-violations` whatever a request or response does that the document does not
  * allow; any response violation, or a request violation on a request meant to be valid, fails
  * the run. Multipart uploads and malformed bodies are left to their own suites (Prism neither
@@ -22,7 +22,7 @@ const CAPTCHA = 'conf1';
 const INTERNAL_TOKEN = randomBytes(24).toString('hex');
 const prismBin = process.env.PRISM ?? 'prism';
 
-type Identity = 'none' | 'agent' | 'ticket' | 'visitor' | 'internal';
+type Identity = 'none' | 'agent' | 'ticket' | 'visitor' | 'internal' | 'apiKey';
 interface Violation {
   location: string[];
   severity: string | number;
@@ -105,14 +105,33 @@ async function visitorToken() {
   return ((await res.json()) as { data: { token: string } }).data.token;
 }
 
+/** An API key of the demo merchant with every scope, created by its admin ada through the proxy. */
+async function apiKey() {
+  const res = await fetch(`${prism.url}/agent/apikey/create`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', token: await agentToken('ada') },
+    body: JSON.stringify({
+      name: 'conformance',
+      scopes: ['conversations:read', 'messages:write', 'webhooks:manage', 'events:publish'],
+    }),
+  });
+  return ((await res.json()) as { data: { key: string } }).data.key;
+}
+
 try {
-  const tokens = { agent: await agentToken('alice'), ticket: await agentToken('tom'), visitor: await visitorToken() };
+  const tokens = {
+    agent: await agentToken('alice'),
+    ticket: await agentToken('tom'),
+    visitor: await visitorToken(),
+    apiKey: await apiKey(),
+  };
   const headersOf: Record<Identity, Record<string, string>> = {
     none: {},
     agent: { token: tokens.agent },
     ticket: { token: tokens.ticket },
     visitor: { authorization: `Bearer ${tokens.visitor}` },
     internal: { authorization: `Bearer ${INTERNAL_TOKEN}` },
+    apiKey: { authorization: `Bearer ${tokens.apiKey}` },
   };
   const credentialOf: Record<Identity, string> = {
     none: 'public',
@@ -120,6 +139,7 @@ try {
     ticket: 'agent',
     visitor: 'visitor',
     internal: 'internal',
+    apiKey: 'apiKey',
   };
   // What ends an identity runs last, so every other request still has it.
   const ending = new Set(['/agent/logout', '/visitor/token/revoke']);
@@ -142,7 +162,8 @@ try {
         route.identity === 'public' ||
         route.identity === 'session' ||
         route.identity === credentialOf[identity] ||
-        (route.identity === 'participant' && (identity === 'visitor' || identity === 'agent'));
+        (route.identity === 'participant' && (identity === 'visitor' || identity === 'agent')) ||
+        (route.identity === 'adminOrApiKey' && identity === 'apiKey');
       if (route.method === 'get') {
         const query = route.input ? `?${new URLSearchParams(route.requestExample as Record<string, string>)}` : '';
         await send(label, route.path + query, { headers }, fits);
