@@ -5,6 +5,7 @@ import postgres from 'postgres';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { renderCaptcha } from '../src/auth/captcha-image.js';
 import { verifyPassword } from '../src/auth/passwords.js';
+import { businessHoursAt } from '../src/resolvers/availability/business-hours.js';
 import { redisEventBus } from '../src/stores/bus.js';
 
 /**
@@ -45,7 +46,7 @@ async function visitorBootstrap(req: IncomingMessage) {
   if (!viewer) return null;
   const [[row], attributes] = await Promise.all([
     sql`select v.*, m.appname, m.appkey, m.bid, m.switches, m.verified, m.paid, m.image_max_bytes, m.file_max_bytes,
-          m.video_max_bytes, m.voice_max_bytes, m.contact_fields, m.business_hours
+          m.video_max_bytes, m.voice_max_bytes, m.business_hours, m.contact_fields
         from visitors v join merchants m on m.id = v.merchant_id
         where v.id = ${viewer.id} and v.merchant_id = ${viewer.merchant_id} limit 1`,
     sql`select d.key, d.label, d.type, d.editable, a.value from visitor_attributes a
@@ -55,6 +56,8 @@ async function visitorBootstrap(req: IncomingMessage) {
   if (!row) return null;
   void bus.publish(`global-${row.bid}`, 'visitor.online', { uid: row.id, nickname: row.nickname }).catch(() => {});
   const s = row.switches as Record<string, string>;
+  // Evaluated at each ask, as the gateway does (docs/availability.md): never a cached flag.
+  const hours = businessHoursAt(row.business_hours, Date.now());
   return {
     visitor: {
       nickname: row.nickname,
@@ -90,8 +93,7 @@ async function visitorBootstrap(req: IncomingMessage) {
       verified: row.verified,
       paid: Number(row.paid),
       contact_fields: row.contact_fields,
-      // The bench's merchant keeps no calendar: always open. (A merchant with one is not measured here.)
-      business_hours: row.business_hours ? undefined : { open: true, next_open_at: null, timezone: 'UTC' },
+      business_hours: { open: hours.open, next_open_at: hours.nextOpenAt, timezone: hours.timezone },
     },
   };
 }
