@@ -6,6 +6,27 @@ export interface Envelope<T = any> {
   data: T;
 }
 
+/** A pooled keep-alive socket the server closed as idle just as it was reused: nothing was answered. */
+const staleSocket = (error: unknown) => {
+  const code = (error as { cause?: { code?: string } }).cause?.code;
+  return code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE';
+};
+
+/**
+ * fetch, sent again once when the request died on a stale pooled socket, as browsers do: on a
+ * loaded machine the client's idle timer can fire after the server's keep-alive timeout, so a
+ * reused socket is reset before any answer (the request never reached a handler).
+ */
+async function fetchOnFreshSocket(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (error) {
+    if (!staleSocket(error) || (init.body !== undefined && typeof init.body !== 'string' && init.body !== null))
+      throw error;
+    return fetch(url, init);
+  }
+}
+
 /**
  * A browser-like HTTP client: keeps the cookies the server sets (one jar per client) and
  * answers with status, headers and parsed JSON.
@@ -28,7 +49,7 @@ export class HttpClient {
     if (this.cookies.size && !headers.has('cookie')) {
       headers.set('cookie', [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; '));
     }
-    const res = await fetch(this.base + path, { ...init, headers, body, redirect: 'manual' });
+    const res = await fetchOnFreshSocket(this.base + path, { ...init, headers, body, redirect: 'manual' });
     for (const cookie of res.headers.getSetCookie()) {
       const [pair = ''] = cookie.split(';');
       const eq = pair.indexOf('=');
