@@ -85,6 +85,11 @@ export interface Config {
   webhooks: WebhooksConfig;
   /** API keys (docs/integration.md "API keys"): requests one key may make per minute, across instances. */
   apiKeyRequestsPerMinute: number;
+  /** Bots (docs/integration.md "Bots"). */
+  bots: {
+    /** A bot that has not answered a visitor's message within this many seconds hands the conversation off. */
+    handoffTimeoutSeconds: number;
+  };
 }
 
 export interface WebhooksConfig {
@@ -242,6 +247,7 @@ const envSchema = z.object({
   WEBHOOK_SECRET_OVERLAP_SECONDS: int(0, 30 * 86400).default(86400),
   WEBHOOK_LOG_RETENTION_DAYS: int(1, 365).default(14),
   API_KEY_REQUESTS_PER_MINUTE: int(1, 1_000_000).default(600),
+  BOT_HANDOFF_TIMEOUT_SECONDS: int(1, 86400).default(60),
 });
 
 /** Every environment variable the gateway reads (.env.example documents each; a test checks it). */
@@ -374,5 +380,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       logRetentionDays: e.WEBHOOK_LOG_RETENTION_DAYS,
     },
     apiKeyRequestsPerMinute: e.API_KEY_REQUESTS_PER_MINUTE,
+    bots: { handoffTimeoutSeconds: e.BOT_HANDOFF_TIMEOUT_SECONDS },
   };
 }

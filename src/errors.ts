@@ -28,6 +28,7 @@ export type ErrorCode =
   | 'NOT_ASSIGNED'
   | 'AGENT_UNAVAILABLE'
   | 'RATING_NOT_ALLOWED'
+  | 'HANDED_OFF'
   | 'LIMIT_REACHED'
   | 'API_KEY_INVALID'
   | 'INSUFFICIENT_SCOPE'
@@ -75,6 +76,8 @@ export const restErrorTable: Record<ErrorCode, { code: number; status: number }>
   NOT_ASSIGNED: { code: 1203, status: 200 },
   AGENT_UNAVAILABLE: { code: 1204, status: 200 },
   RATING_NOT_ALLOWED: { code: 1205, status: 200 },
+  // A bot's message for a conversation it does not hold (handed off to the agents): docs/integration.md "Bots".
+  HANDED_OFF: { code: 1206, status: 200 },
   // A merchant's or agent's budget (canned responses, labels, notes) is used up: delete some first.
   LIMIT_REACHED: { code: 1409, status: 409 },
   // API keys (docs/integration.md "API keys"): a key missing, unknown, revoked or expired; a key without the scope.

@@ -225,8 +225,8 @@ export const visitorTokens = pgTable(
 
 /** Conversation lifecycle: waiting for an agent, with an agent, history. */
 export type ConversationState = 'queued' | 'active' | 'closed';
-/** Who wrote a message; `system` messages record assignment, transfer, closing and rating. */
-export type SenderType = 'visitor' | 'agent' | 'system';
+/** Who wrote a message; `system` messages record assignment, transfer, closing and rating; `bot`: a merchant's bot (docs/integration.md "Bots"). */
+export type SenderType = 'visitor' | 'agent' | 'system' | 'bot';
 export type AttachmentKind = 'image' | 'file' | 'video' | 'voice';
 
 /**
@@ -261,7 +261,15 @@ export const conversations = pgTable(
     timestamp: bigint('timestamp', { mode: 'number' }).notNull(),
     /** Unix seconds when pinned; 0 when not pinned. */
     pinnedAt: bigint('pinned_at', { mode: 'number' }).notNull().default(0),
+    /** The `chatting` entry's `bot`: 0 no bot took part, 1 a bot holds it now, 2 a bot handed it off to humans. */
     bot: integer('bot').notNull().default(0),
+    /** The bot that holds it (state `active`, no agent); null once handed off (docs/integration.md "Bots"). */
+    botId: text('bot_id').references(() => bots.id, { onDelete: 'set null' }),
+    /**
+     * While a bot holds it: when the bot must have answered the oldest unanswered visitor message
+     * (BOT_HANDOFF_TIMEOUT_SECONDS); the sweep hands off conversations past it, on any instance.
+     */
+    botDueAt: timestamp('bot_due_at', { withTimezone: true }),
     accountState: text('account_state').notNull().default('normal'),
     historyOnlyMine: boolean('history_only_mine').notNull().default(false),
     /** Summary of the last message, updated with it (the `chatting` entry's items). */
@@ -302,8 +310,36 @@ export const conversations = pgTable(
     index('conversations_left')
       .on(t.merchantId, t.leftAt)
       .where(sql`${t.state} = 'queued' and ${t.leftAt} is not null`),
+    index('conversations_bot_due').on(t.botDueAt).where(sql`${t.botDueAt} is not null`),
   ],
 );
+
+/**
+ * A merchant's bots (docs/integration.md "Bots"): participants acting through their API key.
+ * An enabled bot is the first responder of its group's new conversations (`groupId`), or of all
+ * the merchant's when `groupId` is null.
+ */
+export const bots = pgTable(
+  'bots',
+  {
+    id: text('id').primaryKey(),
+    merchantId: text('merchant_id')
+      .notNull()
+      .references(() => merchants.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    groupId: text('group_id').references(() => agentGroups.id, { onDelete: 'set null' }),
+    /** The bot's API key (scopes conversations:read and messages:write), made with it. */
+    apiKeyId: text('api_key_id')
+      .notNull()
+      .unique()
+      .references(() => apiKeys.id, { onDelete: 'cascade' }),
+    disabled: boolean('disabled').notNull().default(false),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('bots_merchant').on(t.merchantId, t.createdAt)],
+);
+
+export type Bot = typeof bots.$inferSelect;
 
 /** Uploaded files; referenced by messages of type image, file, video and voice. */
 export const attachments = pgTable(

@@ -24,7 +24,7 @@ export interface ConversationContext {
 /** Summary of the last message, the `items` of a `chatting` entry (README "Chat"). */
 export interface LastMessageItem {
   seq: number;
-  sender_type: 'visitor' | 'agent' | 'system';
+  sender_type: 'visitor' | 'agent' | 'system' | 'bot';
   type: string;
   /** The text, cut to ITEM_CONTENT_MAX characters (graphemes, see `preview`); empty for attachments without a caption. */
   content: string;
@@ -145,7 +145,7 @@ export const participantChannels = (ctx: ConversationContext, agentId = ctx.conv
 ];
 
 export interface NewMessage {
-  senderType: 'visitor' | 'agent' | 'system';
+  senderType: 'visitor' | 'agent' | 'system' | 'bot';
   senderId: string;
   clientMsgId: string | null;
   type: MessageView['type'];
@@ -159,7 +159,9 @@ export interface NewMessage {
  * Appends a message inside `tx`: takes the next `seq` by bumping `last_seq` on the
  * conversation row (its row lock orders concurrent senders, so seqs have no holes), updates the
  * activity time, the last-message summary and the sender's read position, stores the row and
- * writes `message.created` to the outbox for the visitor and the assigned agent.
+ * writes `message.created` to the outbox for the visitor and the assigned agent. While a bot
+ * holds the conversation, a visitor's message starts the bot's answer deadline (unless one runs)
+ * and the bot's message ends it (docs/integration.md "Bots").
  */
 export async function appendMessage(
   deps: Deps,
@@ -183,9 +185,15 @@ export async function appendMessage(
       items: sql`jsonb_build_array(${JSON.stringify(item)}::jsonb || jsonb_build_object('seq', ${conversations.lastSeq} + 1))`,
       ...(input.senderType === 'visitor' ? { visitorReadSeq: sql`${conversations.lastSeq} + 1` } : {}),
       ...(input.senderType === 'agent' ? { agentReadSeq: sql`${conversations.lastSeq} + 1` } : {}),
+      ...(input.senderType === 'visitor'
+        ? {
+            botDueAt: sql`case when ${conversations.botId} is null then null else coalesce(${conversations.botDueAt}, ${new Date(now + deps.config.bots.handoffTimeoutSeconds * 1000).toISOString()}::timestamptz) end`,
+          }
+        : {}),
+      ...(input.senderType === 'bot' ? { botDueAt: null } : {}),
     })
     .where(eq(conversations.id, ctx.conversation.id))
-    .returning({ lastSeq: conversations.lastSeq });
+    .returning({ lastSeq: conversations.lastSeq, botId: conversations.botId });
   if (!bumped) throw new DomainError('NOT_FOUND', 'No such conversation');
   const [row] = await tx
     .insert(messages)
@@ -208,14 +216,8 @@ export async function appendMessage(
   if (!row) throw new Error('message insert returned nothing');
   ctx.conversation.lastSeq = bumped.lastSeq;
   const view = toMessageView(row, input.attachment ?? null);
-  for (const channel of participantChannels(ctx)) await enqueueEvent(tx, channel, 'message.created', { message: view });
-  await enqueueWebhookEvent(
-    tx,
-    ctx.conversation.merchantId,
-    ctx.conversation.id,
-    'message.created',
-    { message: view },
-    now,
-  );
+  const data = { message: view, botId: bumped.botId };
+  for (const channel of participantChannels(ctx)) await enqueueEvent(tx, channel, 'message.created', data);
+  await enqueueWebhookEvent(tx, ctx.conversation.merchantId, ctx.conversation.id, 'message.created', data, now);
   return view;
 }

@@ -1,12 +1,14 @@
 import type { Deps } from '../deps.js';
 import { closeIdleConversations } from './conversations/closing.js';
 import { drainAllQueues } from './conversations/queue.js';
+import { handOffOverdueBots } from './integration/bots/handoff.js';
 import { drainOutbox } from './outbox.js';
 
 /**
  * The chat's background work on one instance, started and stopped by the composition root:
  * the outbox drain (publishes what a crashed or failed writer left), the idle-close sweep and the
- * queue-drain retry (the safety net behind the drains triggered by closes and presence changes).
+ * queue-drain retry (the safety net behind the drains triggered by closes and presence changes),
+ * and the bots' answer-deadline sweep (docs/integration.md "Bots").
  * Every instance runs it; each job is safe to run concurrently on several instances.
  */
 export interface ChatService {
@@ -22,6 +24,8 @@ export interface ChatServiceOptions {
   idleSweepMs?: number;
   /** @default 5000 */
   queueRetryMs?: number;
+  /** @default 5000 */
+  botSweepMs?: number;
 }
 
 export function createChatService(deps: Deps, opts: ChatServiceOptions = {}): ChatService {
@@ -49,6 +53,7 @@ export function createChatService(deps: Deps, opts: ChatServiceOptions = {}): Ch
       every(opts.outboxDrainMs ?? 1000, 'outbox drain', () => drainOutbox(deps));
       every(opts.idleSweepMs ?? 30_000, 'idle sweep', () => closeIdleConversations(deps));
       every(opts.queueRetryMs ?? 5000, 'queue drain', () => drainAllQueues(deps));
+      every(opts.botSweepMs ?? 5000, 'bot hand-off sweep', () => handOffOverdueBots(deps));
     },
     async stop() {
       for (const timer of timers.splice(0)) clearInterval(timer);

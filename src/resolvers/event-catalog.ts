@@ -74,7 +74,7 @@ export const messageWire = z
     conversation_id: z.string(),
     visitor_id: z.string(),
     seq: z.number().int().positive(),
-    sender_type: z.enum(['visitor', 'agent', 'system']),
+    sender_type: z.enum(['visitor', 'agent', 'system', 'bot']),
     sender_id: z.string(),
     client_msg_id: z.string().nullable(),
     type: z.enum(['text', 'image', 'file', 'voice', 'video', 'system']),
@@ -92,7 +92,7 @@ export interface MessageView {
   conversationId: string;
   visitorId: string;
   seq: number;
-  senderType: 'visitor' | 'agent' | 'system';
+  senderType: 'visitor' | 'agent' | 'system' | 'bot';
   senderId: string;
   clientMsgId: string | null;
   type: 'text' | 'image' | 'file' | 'voice' | 'video' | 'system';
@@ -225,9 +225,12 @@ export const eventCatalog = {
     webhook: 1,
     audiences: ['visitor', 'agent'],
     description:
-      'A message was stored (after its commit), system messages included; `message.seq` is the next of its conversation — a jump means fetch the hole with `after`.',
-    payload: z.object({ message: messageWire }).strict(),
-    toWire: (d: { message: MessageView }) => ({ message: toMessageWire(d.message) }),
+      'A message was stored (after its commit), system and bot messages included; `message.seq` is the next of its conversation — a jump means fetch the hole with `after`. `bot_id`: the bot that holds the conversation (null when none), so a bot answers only its own conversations.',
+    payload: z.object({ message: messageWire, bot_id: z.string().nullable() }).strict(),
+    toWire: (d: { message: MessageView; botId?: string | null }) => ({
+      message: toMessageWire(d.message),
+      bot_id: d.botId ?? null,
+    }),
   }),
   'message.read': declare({
     audiences: ['visitor', 'agent'],
@@ -422,9 +425,35 @@ export const eventCatalog = {
   'conversation.created': declare({
     audiences: ['webhook'],
     webhook: 1,
-    description: 'A visitor started a conversation (before routing: `conversation.assigned` or a queue follows).',
-    payload: z.object({ ...conversationRef, group_id: z.string().nullable() }).strict(),
-    toWire: (d: ConversationRef & { groupId: string | null }) => ({ ...toConversationRef(d), group_id: d.groupId }),
+    description:
+      'A visitor started a conversation (before routing: `conversation.assigned` or a queue follows); `bot_id` set when the merchant’s bot took it at once (state `active`, docs/integration.md "Bots").',
+    payload: z.object({ ...conversationRef, group_id: z.string().nullable(), bot_id: z.string().nullable() }).strict(),
+    toWire: (d: ConversationRef & { groupId: string | null; botId?: string | null }) => ({
+      ...toConversationRef(d),
+      group_id: d.groupId,
+      bot_id: d.botId ?? null,
+    }),
+  }),
+  'conversation.handed_off': declare({
+    audiences: ['global', 'visitor', 'webhook'],
+    webhook: 1,
+    description:
+      'The bot that held a conversation handed it off to the agents (`reason`: `bot` its own call, `visitor` the visitor asked for a human, `timeout` the bot did not answer within BOT_HANDOFF_TIMEOUT_SECONDS, `disabled` the bot was disabled); the conversation waits in its group’s queue. Exactly one per hand-off.',
+    payload: z
+      .object({
+        ...conversationRef,
+        bot_id: z.string(),
+        group_id: z.string().nullable(),
+        reason: z.enum(['bot', 'visitor', 'timeout', 'disabled']),
+      })
+      .strict(),
+    toWire: (
+      d: ConversationRef & {
+        botId: string;
+        groupId: string | null;
+        reason: 'bot' | 'visitor' | 'timeout' | 'disabled';
+      },
+    ) => ({ ...toConversationRef(d), bot_id: d.botId, group_id: d.groupId, reason: d.reason }),
   }),
   'conversation.rated': declare({
     audiences: ['webhook'],
@@ -515,6 +544,7 @@ export type WebhookEventName =
   | 'conversation.transferred'
   | 'conversation.closed'
   | 'conversation.rated'
+  | 'conversation.handed_off'
   | 'visitor.created'
   | 'webhook.test';
 

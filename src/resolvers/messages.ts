@@ -24,6 +24,7 @@ import { agentChannel, publish } from './events.js';
 import { flag, parseInput, required, text } from './inputs.js';
 import type { ApiKeyViewer } from './integration/api-keys/authenticate.js';
 import { requireScope } from './integration/api-keys/scopes.js';
+import type { BotViewer } from './integration/bots/viewer.js';
 import { enqueueEvent, publishOutbox } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
@@ -40,6 +41,8 @@ export const MAX_PAGE = 100;
 export const TYPING_THROTTLE_SECONDS = 2;
 
 export type ChatViewer = AgentViewer | VisitorViewer;
+/** Who may send: the chat's two sides, and a merchant's bot (docs/integration.md "Bots"). */
+export type SenderViewer = ChatViewer | BotViewer;
 
 const id = required(64);
 const MESSAGE_TYPES = ['text', 'image', 'file', 'voice', 'video'] as const;
@@ -94,9 +97,9 @@ export interface SendResult {
 }
 
 /** Whose conversation an operation addresses: the visitor's own, or the `visitorId` an agent names. */
-function targetVisitor(viewer: ChatViewer, visitorId: string | undefined): string {
+function targetVisitor(viewer: SenderViewer, visitorId: string | undefined): string {
   if (viewer.kind === 'visitor') return viewer.visitorId;
-  requireOnlineReception(viewer);
+  if (viewer.kind === 'agent') requireOnlineReception(viewer);
   if (!visitorId) throw badInput('visitorId is required');
   return visitorId;
 }
@@ -107,10 +110,12 @@ function requiredVisitor(_viewer: ApiKeyViewer, visitorId: string | undefined): 
   return visitorId;
 }
 
-const sender = (viewer: ChatViewer) =>
+const sender = (viewer: SenderViewer): { type: 'visitor' | 'agent' | 'bot'; id: string } =>
   viewer.kind === 'visitor'
-    ? { type: 'visitor' as const, id: viewer.visitorId }
-    : { type: 'agent' as const, id: viewer.agentId };
+    ? { type: 'visitor', id: viewer.visitorId }
+    : viewer.kind === 'bot'
+      ? { type: 'bot', id: viewer.botId }
+      : { type: 'agent', id: viewer.agentId };
 
 /** An already stored message of this sender and key (any conversation of the visitor). */
 async function storedSend(
@@ -155,11 +160,13 @@ function isDuplicateSend(error: unknown, depth = 0): boolean {
 /**
  * Sends a message. The visitor writes into its open conversation — a new one (routed like an
  * assign) when it has none, so writing after a close starts over; an agent into the active
- * conversation assigned to it. A repeated `clientMsgId` returns the stored message.
+ * conversation assigned to it; a bot into the conversation it holds (text only), refused with
+ * HANDED_OFF once it was handed off. A repeated `clientMsgId` returns the stored message.
  */
-export async function sendMessage(deps: Deps, viewer: ChatViewer, given: SendInput): Promise<SendResult> {
+export async function sendMessage(deps: Deps, viewer: SenderViewer, given: SendInput): Promise<SendResult> {
   const input = parseInput(sendInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
+  if (viewer.kind === 'bot' && input.type !== 'text') throw badInput('type: a bot sends text messages');
   // Before any database work: a flood is refused at the cost of a counter (retries count too).
   await chargeMessage(deps, viewer);
   // Fairness between merchants: a visitor send is stored in one of its merchant's few slots
@@ -172,12 +179,12 @@ export async function sendMessage(deps: Deps, viewer: ChatViewer, given: SendInp
 /** The stored part of a send, once its budgets are charged. */
 async function storeSend(
   deps: Deps,
-  viewer: ChatViewer,
+  viewer: SenderViewer,
   input: z.output<typeof sendInput>,
   visitorId: string,
 ): Promise<SendResult> {
   const who = sender(viewer);
-  if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
+  if (viewer.kind !== 'visitor') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   const stored = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
   if (stored) return stored;
   if (viewer.kind === 'visitor' && !(await openConversation(deps.db, viewer.merchantId, visitorId)))
@@ -208,13 +215,16 @@ async function storeSend(
         if (ctx.conversation.agentId !== viewer.agentId)
           throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
       }
+      // Checked under the row lock the hand-off takes too: once handed off, no bot message gets in.
+      if (viewer.kind === 'bot' && ctx.conversation.botId !== viewer.botId)
+        throw new DomainError('HANDED_OFF', 'This conversation is not held by this bot (handed off to the agents)');
       let attachment: AttachmentView | null = null;
       // A finished upload of this sender and merchant, of this kind; marked referenced (attachments.ts).
       if (input.attachmentId)
         attachment = await claimAttachmentForMessage(
           deps,
           tx as unknown as Db,
-          uploaderOf(viewer),
+          uploaderOf(viewer as ChatViewer),
           input.attachmentId,
           input.type as Exclude<typeof input.type, 'text'>,
         );
@@ -225,6 +235,7 @@ async function storeSend(
         type: input.type,
         content: input.content,
         attachment,
+        meta: viewer.kind === 'bot' ? { bot_name: viewer.name } : null,
       });
       return { kind: 'new' as const, message, ctx };
     });
@@ -477,11 +488,12 @@ export async function setTyping(
   }
   const to = viewer.kind === 'visitor' ? (c.agentId ? agentChannel(c.agentId) : null) : ctx.visitorChannel;
   if (!to) return { published: false };
+  const senderType = viewer.kind === 'visitor' ? 'visitor' : 'agent';
   await publish(
     deps,
     to,
     'typing',
-    { conversationId: c.id, visitorId: c.visitorId, senderType: who.type, senderId: who.id, typing: input.typing },
+    { conversationId: c.id, visitorId: c.visitorId, senderType, senderId: who.id, typing: input.typing },
     { ephemeral: true },
   );
   return { published: true };

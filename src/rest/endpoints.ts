@@ -3,6 +3,7 @@ import { agentEndpoints } from './agent.js';
 import { apiKeyEndpoints } from './api-keys.js';
 import { attachmentEndpoints } from './attachments.js';
 import { availabilityEndpoints } from './availability.js';
+import { botAdminEndpoints, botVisitorEndpoints } from './bots.js';
 import { chatEndpoints } from './chat.js';
 import { deskEndpoints } from './desk.js';
 import { deskAdminEndpoints } from './desk-admin.js';
@@ -32,6 +33,8 @@ export const endpoints: readonly AnyRoute[] = [
   ...webhookEndpoints,
   ...apiKeyEndpoints,
   ...serverApiEndpoints,
+  ...botAdminEndpoints,
+  ...botVisitorEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,
   ...operationsEndpoints,

@@ -13,6 +13,7 @@ import './desk/admin.js';
 import './desk/settings.js';
 import './webhooks.js';
 import './api-keys.js';
+import './bots.js';
 
 /** The whole GraphQL schema; `npm run schema:print` writes it to schema.graphql. */
 export const schema = builder.toSchema({ sortSchema: true });

@@ -24,7 +24,8 @@ const SenderTypeEnum = builder.enumType('SenderType', {
   values: {
     visitor: { description: 'The visitor.' },
     agent: { description: 'An agent.' },
-    system: { description: 'The system: assigned, transferred, closed, rated (see `meta.event`).' },
+    system: { description: 'The system: assigned, transferred, closed, rated, handoff (see `meta.event`).' },
+    bot: { description: 'A bot of the merchant (`senderId` is the bot’s id, `meta.bot_name` its name).' },
   } as const,
 });
 
@@ -102,7 +103,7 @@ const MessagePageRef = builder.objectRef<MessagePage>('MessagePage').implement({
   }),
 });
 
-const SendResultRef = builder.objectRef<SendResult>('SendMessageResult').implement({
+export const SendResultRef = builder.objectRef<SendResult>('SendMessageResult').implement({
   description: 'The stored message (a retry with the same clientMsgId gets the same one).',
   fields: (t) => ({
     message: t.field({ type: Message, resolve: (r) => r.message, description: 'The stored message.' }),

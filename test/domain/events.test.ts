@@ -101,7 +101,10 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
     { uid: 'v1', nickname: 'Bob' },
     { uid: 'v1', nickname: 'Bob' },
   ],
-  'message.created': [{ message }, { message: messageWire }],
+  'message.created': [
+    { message, botId: 'bot_1' },
+    { message: messageWire, bot_id: 'bot_1' },
+  ],
   'message.read': [
     { conversationId: 'c1', visitorId: 'v1', readerType: 'visitor', readerId: 'v1', seq: 4 },
     { conversation_id: 'c1', visitor_id: 'v1', reader_type: 'visitor', reader_id: 'v1', seq: 4 },
@@ -170,7 +173,11 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
   ],
   'conversation.created': [
     { ...ref, state: 'queued', groupId: null },
-    { ...refWire, state: 'queued', group_id: null },
+    { ...refWire, state: 'queued', group_id: null, bot_id: null },
+  ],
+  'conversation.handed_off': [
+    { ...ref, state: 'queued', botId: 'bot_1', groupId: 'g1', reason: 'timeout' },
+    { ...refWire, state: 'queued', bot_id: 'bot_1', group_id: 'g1', reason: 'timeout' },
   ],
   'conversation.rated': [
     { ...ref, state: 'closed', score: 5, resolved: true, comment: null },
@@ -213,17 +220,17 @@ describe('the event catalog', () => {
     const enums: [EventName, (value: string) => unknown, string[]][] = [
       [
         'message.created',
-        (kind) => ({ message: { ...messageWire, attachment: { ...attachmentWire, kind } } }),
+        (kind) => ({ message: { ...messageWire, attachment: { ...attachmentWire, kind } }, bot_id: null }),
         ['image', 'file', 'video', 'voice'],
       ],
       [
         'message.created',
-        (sender_type) => ({ message: { ...messageWire, sender_type } }),
-        ['visitor', 'agent', 'system'],
+        (sender_type) => ({ message: { ...messageWire, sender_type }, bot_id: null }),
+        ['visitor', 'agent', 'system', 'bot'],
       ],
       [
         'message.created',
-        (type) => ({ message: { ...messageWire, type } }),
+        (type) => ({ message: { ...messageWire, type }, bot_id: null }),
         ['text', 'image', 'file', 'voice', 'video', 'system'],
       ],
       [
@@ -260,7 +267,10 @@ describe('the event catalog', () => {
       accepts('message.created', { message: { ...messageWire, attachment: { ...attachmentWire, size: 1.5 } } }),
     ).toBe(false);
     expect(
-      accepts('message.created', { message: { ...messageWire, attachment: null, meta: null, client_msg_id: null } }),
+      accepts('message.created', {
+        message: { ...messageWire, attachment: null, meta: null, client_msg_id: null },
+        bot_id: null,
+      }),
     ).toBe(true);
     expect(accepts('message.read', { ...(examples['message.read'][1] as object), seq: 1.5 })).toBe(false);
     expect(
@@ -286,6 +296,7 @@ describe('the event catalog', () => {
       'conversation.assigned',
       'conversation.closed',
       'conversation.created',
+      'conversation.handed_off',
       'conversation.rated',
       'conversation.transferred',
       'message.created',

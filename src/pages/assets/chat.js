@@ -12,7 +12,7 @@ import { CODES } from '/assets/contract.js';
  * @typedef {{ attachment_id: string, kind: 'image' | 'file' | 'video' | 'voice', mime: string, size: number,
  *   name: string, url: string, thumbnail_url: string | null }} Attachment
  * @typedef {{ id: string, conversation_id: string, visitor_id: string, seq: number,
- *   sender_type: 'visitor' | 'agent' | 'system', sender_id: string, client_msg_id: string | null,
+ *   sender_type: 'visitor' | 'agent' | 'system' | 'bot', sender_id: string, client_msg_id: string | null,
  *   type: string, content: string, attachment: Attachment | null, meta: Record<string, unknown> | null,
  *   created_at: number, recalled: boolean }} Message
  * @typedef {{ messages: Message[], has_more: boolean, start_cursor: string | null, end_cursor: string | null }} MessagePage
@@ -21,6 +21,12 @@ import { CODES } from '/assets/contract.js';
  * @typedef {{ id: string, conversation_id: string, visitor_id: string, agent_id: string | null, agent_nickname: string,
  *   after_seq: number, content: string, created_at: number }} Note
  */
+
+/**
+ * A bot's message is labelled with the bot's name (its `meta.bot_name`, docs/integration.md "Bots").
+ * @param {Message} m @param {string} word the pages' word for a bot
+ */
+const botLabel = (m, word) => (typeof m.meta?.bot_name === 'string' ? `${m.meta.bot_name} (${word})` : word);
 
 /** A new idempotency key: the same key is reused for every retry of one message. */
 export const newClientMsgId = () =>
@@ -128,9 +134,10 @@ export function messageLog(
   const renderMessage = (m) => {
     const mine = m.sender_type === self;
     const read = mine && m.seq <= (readSeq.get(m.conversation_id) ?? 0);
-    // A bot answers as an agent of the merchant; its messages say so (meta.bot).
-    const bot = m.sender_type === 'agent' && m.meta?.bot === true;
-    const who = m.sender_type === 'system' ? '' : mine ? strings.you : bot ? strings.bot : labels[m.sender_type];
+    // A bot's message: sender_type `bot`, its name in meta.bot_name (docs/integration.md "Bots").
+    const bot = m.sender_type === 'bot' || (m.sender_type === 'agent' && m.meta?.bot === true);
+    const who =
+      m.sender_type === 'system' ? '' : mine ? strings.you : bot ? botLabel(m, strings.bot) : labels[m.sender_type];
     return el(
       'li',
       {

@@ -332,7 +332,8 @@ async function receive(m) {
   const known = log.hasAllUpTo(m.conversation_id, m.seq) && m.seq <= log.lastSeq(m.conversation_id);
   if (m.sender_type === 'agent') typing.show(labels.agent, false);
   if (m.sender_type !== 'visitor' && !known) {
-    const name = m.sender_type === 'agent' ? (m.meta?.bot === true ? t('bot') : labels.agent) : setting.appname;
+    const bot = m.sender_type === 'bot' || m.meta?.bot === true;
+    const name = bot ? t('bot') : m.sender_type === 'agent' ? labels.agent : setting.appname;
     announcer.textContent = m.attachment
       ? t('newAttachment', { name, text: m.attachment.name })
       : t('newMessage', { name, text: m.content });

@@ -1,6 +1,7 @@
 import type { Config } from '../../config.js';
 import type { Deps } from '../../deps.js';
 import { createWorkPool, type WorkPool } from '../attachments/work-pool.js';
+import type { BotViewer } from '../integration/bots/viewer.js';
 import type { AgentViewer, VisitorViewer } from '../viewer.js';
 
 /**
@@ -8,7 +9,7 @@ import type { AgentViewer, VisitorViewer } from '../viewer.js';
  * get a visitor token, so every visitor write is one anyone can repeat. Each budget answers
  * RATE_LIMITED (REST 1429 with `Retry-After`, GraphQL `RATE_LIMITED` with `retryAfter`).
  *
- * - messages per sender (visitor or agent): a burst window and an hourly one, so neither a
+ * - messages per sender (visitor or agent; a bot's are its API key's budget): a burst window and an hourly one, so neither a
  *   flood nor a steady drip can fill the database or a channel's history;
  * - visitor messages per merchant: however many tokens one merchant's visitors hold, their
  *   writes share one budget, so they cannot take the shared instance from other merchants;
@@ -49,7 +50,9 @@ const senderKey = (viewer: Sender) => (viewer.kind === 'visitor' ? `v:${viewer.v
 const wait = (what: string) => (seconds: number) => `Too many ${what}: retry in ${seconds} s`;
 
 /** Counts one message of the sender against its budgets (and a visitor's against its merchant's). */
-export async function chargeMessage(deps: Deps, viewer: Sender): Promise<void> {
+export async function chargeMessage(deps: Deps, viewer: Sender | BotViewer): Promise<void> {
+  // A bot answers many conversations at once: its budget is its API key's (docs/integration.md "Bots").
+  if (viewer.kind === 'bot') return;
   const limits = deps.config.chatLimits;
   const key = senderKey(viewer);
   if (viewer.kind === 'visitor')

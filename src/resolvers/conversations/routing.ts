@@ -1,6 +1,6 @@
 import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
-import { agentGroups, agents, conversations } from '../../db/schema.js';
+import { agentGroups, agents, type Bot, conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -11,6 +11,7 @@ import { type ConversationContext, openConversation } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
 import { globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
+import { announceBot, firstResponderBot } from '../integration/bots/routing.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
 import type { VisitorViewer } from '../viewer.js';
@@ -62,13 +63,22 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, given: Assi
     if (!agent) throw new DomainError('NOT_FOUND', 'No such agent');
     preferred = agent.id;
   }
-  const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId, input.entryPage);
-  // Nobody can answer (out of hours, nobody of the group online): kept as a message left, not routed.
-  const nobody = created ? await nobodyToAnswer(deps, viewer.merchantId, groupId) : null;
-  if (nobody) await leaveMessage(deps, viewer.merchantId, viewer.visitorId, nobody);
-  else if (created)
-    await drainQueue(deps, viewer.merchantId, preferred ? { conversationId: created, agentId: preferred } : undefined);
-  if (created) await announceIfWaiting(deps, created);
+  // A bot set as first responder takes the new conversation at once, at any hour (docs/integration.md "Bots").
+  const bot = preferred ? undefined : await firstResponderBot(deps, viewer.merchantId, groupId);
+  const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId, input.entryPage, bot);
+  if (created && bot) await publishOutbox(deps);
+  else if (created) {
+    // Nobody can answer (out of hours, nobody of the group online): kept as a message left, not routed.
+    const nobody = await nobodyToAnswer(deps, viewer.merchantId, groupId);
+    if (nobody) await leaveMessage(deps, viewer.merchantId, viewer.visitorId, nobody);
+    else
+      await drainQueue(
+        deps,
+        viewer.merchantId,
+        preferred ? { conversationId: created, agentId: preferred } : undefined,
+      );
+    await announceIfWaiting(deps, created);
+  }
   const ctx = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'The conversation was closed meanwhile; assign again');
   return assignResult(deps, ctx.conversation.id);
@@ -105,9 +115,9 @@ export async function groupFor(deps: Deps, merchantId: string, groupId: string |
 }
 
 /**
- * Inserts a queued conversation; the partial unique index makes a concurrent second insert do
- * nothing (one open conversation per visitor). Returns the new id, or undefined when one
- * already existed.
+ * Inserts a queued conversation, or one held by `bot` (active, no agent); the partial unique
+ * index makes a concurrent second insert do nothing (one open conversation per visitor).
+ * Returns the new id, or undefined when one already existed.
  */
 export async function openNewConversation(
   deps: Deps,
@@ -115,6 +125,7 @@ export async function openNewConversation(
   visitorId: string,
   groupId: string | null,
   entryPage?: string,
+  bot?: Bot,
 ): Promise<string | undefined> {
   const now = deps.now();
   return deps.db.transaction(async (tx) => {
@@ -126,7 +137,8 @@ export async function openNewConversation(
         merchantId,
         visitorId,
         groupId,
-        state: 'queued',
+        state: bot ? 'active' : 'queued',
+        ...(bot ? { botId: bot.id, bot: 1, assignedAt: new Date(now) } : {}),
         timestamp: Math.floor(now / 1000),
         createdAt: new Date(now),
         queuedAt: new Date(now),
@@ -139,8 +151,9 @@ export async function openNewConversation(
     if (!row) return undefined;
     const ctx = await openConversation(tx, merchantId, visitorId);
     if (!ctx) return undefined;
-    const created = { conversationId: row.id, visitorId, state: 'queued' as const, groupId };
+    const created = { conversationId: row.id, visitorId, state: row.state, groupId, botId: row.botId };
     await enqueueWebhookEvent(tx, merchantId, row.id, 'conversation.created', created, now);
+    if (bot) await announceBot(deps, tx, ctx, bot);
     return row.id;
   });
 }
@@ -151,7 +164,7 @@ export async function openNewConversation(
  * a drain on another instance: one that assigned it first leaves nothing to announce; one that
  * comes after publishes its `conversation.assigned` after this event.
  */
-async function announceIfWaiting(deps: Deps, conversationId: string) {
+export async function announceIfWaiting(deps: Deps, conversationId: string) {
   const announced = await deps.db.transaction(async (tx) => {
     const [waiting] = await tx
       .select({ merchantId: conversations.merchantId, visitorId: conversations.visitorId })
