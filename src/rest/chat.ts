@@ -116,13 +116,13 @@ const legacyAssign = (r: AssignResult): z.input<typeof assignData> => ({
   },
 });
 
-const sendData = messageWire.extend({
+export const sendData = messageWire.extend({
   conversation_state: z
     .enum(['queued', 'active', 'closed'])
     .openapi({ description: '`queued`: no agent yet; the message waits for the one who gets it.' }),
   duplicate: z.boolean().openapi({ description: 'True when this client_msg_id was already stored.' }),
 });
-const legacySend = (r: SendResult): z.input<typeof sendData> => ({
+export const legacySend = (r: SendResult): z.input<typeof sendData> => ({
   ...toMessageWire(r.message),
   conversation_state: r.conversationState,
   duplicate: r.duplicate,
@@ -154,7 +154,7 @@ const legacyRead = (r: ReadResult): z.input<typeof readData> => ({
 
 const typingData = z.object({ published: z.boolean() }).strict();
 
-const exampleMessage = {
+export const exampleMessage = {
   id: 'msg_3f9a1c2b7d',
   conversation_id: 'c_8e1f0a9b2c',
   visitor_id: 'v_k2m9q8x7',

@@ -3,7 +3,7 @@ import { agentEndpoints } from './agent.js';
 import { apiKeyEndpoints } from './api-keys.js';
 import { attachmentEndpoints } from './attachments.js';
 import { availabilityEndpoints } from './availability.js';
-import { botAdminEndpoints, botVisitorEndpoints } from './bots.js';
+import { botAdminEndpoints, botEndpoints, botVisitorEndpoints } from './bots.js';
 import { chatEndpoints } from './chat.js';
 import { deskEndpoints } from './desk.js';
 import { deskAdminEndpoints } from './desk-admin.js';
@@ -35,6 +35,7 @@ export const endpoints: readonly AnyRoute[] = [
   ...serverApiEndpoints,
   ...botAdminEndpoints,
   ...botVisitorEndpoints,
+  ...botEndpoints,
   ...internalEndpoints,
   ...pusherEndpoints,
   ...operationsEndpoints,

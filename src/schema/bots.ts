@@ -1,7 +1,10 @@
-import { type BotView, listBots, setBotDisabled } from '../resolvers/integration/bots/bots.js';
-import { type HandoffResult, requestHuman } from '../resolvers/integration/bots/handoff.js';
+import { type BotView, createBot, listBots, setBotDisabled } from '../resolvers/integration/bots/bots.js';
+import { botHandoff, type HandoffResult, requestHuman } from '../resolvers/integration/bots/handoff.js';
+import { requireBot } from '../resolvers/integration/bots/viewer.js';
+import { sendMessage } from '../resolvers/messages.js';
 import { builder } from './builder.js';
 import { ConversationStateEnum } from './conversation.js';
+import { SendResultRef } from './message.js';
 
 /**
  * Bots in GraphQL (docs/integration.md "Bots"): the admins' management, the visitor's request
@@ -40,6 +43,17 @@ export const HandoffResultRef = builder.objectRef<HandoffResult>('HandoffResult'
   }),
 });
 
+const BotWithKey = builder.objectRef<{ bot: BotView; key: string }>('BotWithKey').implement({
+  description: 'A new bot and its API key, answered only at creation.',
+  fields: (t) => ({
+    bot: t.field({ type: BotRef, resolve: (r) => r.bot, description: 'The bot.' }),
+    key: t.exposeString('key', {
+      description:
+        'The bot’s API key (`prly_…`, scopes conversations:read and messages:write), shown once: `Authorization: Bearer` on /bot/* and botSendMessage/botHandoff.',
+    }),
+  }),
+});
+
 builder.queryField('bots', (t) =>
   t.field({
     type: [BotRef],
@@ -68,5 +82,59 @@ builder.mutationField('requestHuman', (t) =>
     description:
       'The visitor asks for a human: a bot that holds its conversation hands it off to the agents (`conversation.handed_off`, reason `visitor`); without a bot nothing changes (`handedOff` false).',
     resolve: async (_root, _args, ctx) => requestHuman(ctx.deps, await ctx.visitor()),
+  }),
+);
+
+builder.mutationField('createBot', (t) =>
+  t.field({
+    type: BotWithKey,
+    description:
+      'Creates a bot and its API key in one transaction (admins only); the key is answered here only. An enabled bot answers its group’s (without `groupId`, all the merchant’s) new conversations first.',
+    args: {
+      name: t.arg.string({ required: true, description: 'Shown to visitors and agents (1–64 characters).' }),
+      groupId: t.arg.id({
+        description: 'The group whose conversations it answers first; all the merchant’s when absent.',
+      }),
+    },
+    resolve: async (_root, args, ctx) =>
+      createBot(ctx.deps, await ctx.agent(), {
+        name: args.name,
+        groupId: args.groupId == null ? undefined : String(args.groupId),
+      }),
+  }),
+);
+
+builder.mutationField('botSendMessage', (t) =>
+  t.field({
+    type: SendResultRef,
+    description:
+      'The bot (its API key, scope messages:write) sends a text message into the conversation it holds, exactly once per `clientMsgId`; HANDED_OFF once the conversation was handed off.',
+    args: {
+      visitorId: t.arg.id({ required: true, description: 'The visitor of the conversation.' }),
+      clientMsgId: t.arg.string({
+        required: true,
+        description: 'The bot’s idempotency key (a retry answers the stored message).',
+      }),
+      type: t.arg.string({ description: '`text` (the default; bots send text only).' }),
+      content: t.arg.string({ required: true, description: 'The text.' }),
+    },
+    resolve: async (_root, args, ctx) =>
+      sendMessage(ctx.deps, await requireBot(ctx.deps, await ctx.apiKey()), {
+        visitorId: String(args.visitorId),
+        clientMsgId: args.clientMsgId,
+        type: args.type ?? undefined,
+        content: args.content,
+      }),
+  }),
+);
+
+builder.mutationField('botHandoff', (t) =>
+  t.field({
+    type: HandoffResultRef,
+    description:
+      'The bot (its API key, scope messages:write) hands the visitor’s conversation off to the agents: one transition however many calls race (`handedOff` false after it).',
+    args: { visitorId: t.arg.id({ required: true, description: 'The visitor of the conversation.' }) },
+    resolve: async (_root, args, ctx) =>
+      botHandoff(ctx.deps, await requireBot(ctx.deps, await ctx.apiKey()), { visitorId: String(args.visitorId) }),
   }),
 );

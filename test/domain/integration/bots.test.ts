@@ -7,7 +7,9 @@ import { DomainError } from '../../../src/errors.js';
 import { assignAgent } from '../../../src/resolvers/conversations/routing.js';
 import { createAgentGroup } from '../../../src/resolvers/desk/groups.js';
 import { globalChannel } from '../../../src/resolvers/events.js';
-import { insertBot, listBots, setBotDisabled } from '../../../src/resolvers/integration/bots/bots.js';
+import { authenticateApiKey } from '../../../src/resolvers/integration/api-keys/authenticate.js';
+import { revokeApiKey } from '../../../src/resolvers/integration/api-keys/keys.js';
+import { createBot, listBots, setBotDisabled } from '../../../src/resolvers/integration/bots/bots.js';
 import { botHandoff, handOffOverdueBots, requestHuman } from '../../../src/resolvers/integration/bots/handoff.js';
 import { type BotViewer, requireBot } from '../../../src/resolvers/integration/bots/viewer.js';
 import { listMessages, sendMessage } from '../../../src/resolvers/messages.js';
@@ -28,24 +30,19 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-const keyId = () => `key_${randomBytes(6).toString('hex')}`;
-
 /** A merchant with an admin and a bot (its key's identity as the API-key layer hands it over). */
-async function withBot(opts: { groupId?: string | null; name?: string } = {}) {
+async function withBot(opts: { groupId?: string; name?: string } = {}) {
   const m = await f.merchant();
   const admin = await f.agent(m, { level: 'admin', nickname: 'Ada' });
   const bot = await makeBot(m, admin, opts);
   return { m, admin, ...bot };
 }
 
-async function makeBot(m: TestMerchant, admin: AgentViewer, opts: { groupId?: string | null; name?: string } = {}) {
-  const apiKeyId = keyId();
-  const row = await deps.db.transaction((tx) =>
-    insertBot(deps, tx, admin, { name: opts.name ?? 'Robo', groupId: opts.groupId ?? null, apiKeyId }),
-  );
-  const identity = { kind: 'apiKey' as const, keyId: apiKeyId, merchantId: m.merchantId, scopes: ['messages:write'] };
+async function makeBot(_m: TestMerchant, admin: AgentViewer, opts: { groupId?: string; name?: string } = {}) {
+  const created = await createBot(deps, admin, { name: opts.name ?? 'Robo', groupId: opts.groupId });
+  const identity = await authenticateApiKey(deps, created.key);
   const viewer: BotViewer = await requireBot(deps, identity);
-  return { row, identity, bot: viewer };
+  return { created, identity, bot: viewer };
 }
 
 const conversationOf = async (visitorId: string) => {
@@ -143,12 +140,29 @@ describe('A bot’s messages (the exactly-once path)', () => {
     expect(
       await codeOf(sendMessage(deps, bot, { visitorId: stranger.visitorId, clientMsgId: msgId(), content: 'x' })),
     ).toBe('NOT_FOUND');
-    expect(await codeOf(requireBot(deps, { ...identity, scopes: ['conversations:read'] }))).toBe('FORBIDDEN');
-    expect(await codeOf(requireBot(deps, { ...identity, keyId: keyId() }))).toBe('FORBIDDEN');
+    expect(identity.scopes).toEqual(['conversations:read', 'messages:write']);
+    expect(await codeOf(requireBot(deps, { ...identity, scopes: ['conversations:read'] }))).toBe('INSUFFICIENT_SCOPE');
     expect(await codeOf(requireBot(deps, { ...identity, merchantId: stranger.merchantId }))).toBe('FORBIDDEN');
     await setBotDisabled(deps, admin, { botId: bot.botId, disabled: true });
     expect(await codeOf(requireBot(deps, identity))).toBe('FORBIDDEN');
     expect((await listBots(deps, admin)).map((b) => b.disabled)).toEqual([true]);
+  });
+
+  it('createBot: admins only; the bot and its key in one go, the key shown once and refused once revoked', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const agent = await f.agent(m);
+    expect(await codeOf(createBot(deps, agent, { name: 'Nope' }))).toBe('FORBIDDEN');
+    expect(await codeOf(createBot(deps, admin, { name: '' }))).toBe('BAD_USER_INPUT');
+    expect(await codeOf(createBot(deps, admin, { name: 'x', groupId: 'g_nope' }))).toBe('NOT_FOUND');
+    const { bot, key } = await createBot(deps, admin, { name: 'Robo' });
+    expect(key).toMatch(/^prly_/);
+    expect(bot).toMatchObject({ name: 'Robo', groupId: null, disabled: false });
+    expect(await listBots(deps, admin)).toEqual([bot]);
+    const identity = await authenticateApiKey(deps, key);
+    expect(identity).toMatchObject({ keyId: bot.apiKeyId, merchantId: m.merchantId });
+    await revokeApiKey(deps, admin, { id: bot.apiKeyId });
+    expect(await codeOf(authenticateApiKey(deps, key))).toBe('API_KEY_INVALID');
   });
 
   it('a bot cannot write into a conversation it does not hold', async () => {

@@ -9,11 +9,15 @@ import { auditedAgent, recordAudit } from '../../desk/audit.js';
 import { parseInput } from '../../inputs.js';
 import type { Tx } from '../../outbox.js';
 import { type AgentViewer, requireAdmin } from '../../viewer.js';
+import { issueApiKey } from '../api-keys/keys.js';
+import type { ApiKeyScope } from '../api-keys/scopes.js';
 import { handOffAllOf } from './handoff.js';
 
 /** A merchant's bots, managed by its admins (docs/integration.md "Bots"). */
 
 export const MAX_BOTS = 20;
+/** What a bot's key may do: read its conversations, send as the bot (and hand off). */
+export const BOT_SCOPES: ApiKeyScope[] = ['conversations:read', 'messages:write'];
 
 export interface BotView {
   id: string;
@@ -56,15 +60,36 @@ const audit = (
   after: Record<string, unknown> | null,
 ) => recordAudit(tx, { ...auditedAgent(viewer), action, target: { type: 'bot', id }, before, after });
 
-/** Checks a bot may be added (the merchant's budget, the group its own); answers its group id. */
-export async function checkNewBot(deps: Deps, viewer: AgentViewer, input: z.output<typeof createBotInput>) {
+/**
+ * Creates a bot and its API key (scopes conversations:read and messages:write) in one
+ * transaction; the key is answered here and never again. An enabled bot answers its group's (or,
+ * without a group, all the merchant's) new conversations first.
+ */
+export async function createBot(
+  deps: Deps,
+  viewer: AgentViewer,
+  raw: CreateBotInput,
+): Promise<{ bot: BotView; key: string }> {
+  requireAdmin(viewer);
+  const input = parseInput(createBotInput, raw);
   const [existing] = await deps.db.select({ n: count() }).from(bots).where(eq(bots.merchantId, viewer.merchantId));
   if ((existing?.n ?? 0) >= MAX_BOTS) throw new DomainError('LIMIT_REACHED', `A merchant has at most ${MAX_BOTS} bots`);
-  return input.groupId ? await groupFor(deps, viewer.merchantId, input.groupId) : null;
+  const groupId = input.groupId ? await groupFor(deps, viewer.merchantId, input.groupId) : null;
+  return deps.db.transaction(async (tx) => {
+    const issued = await issueApiKey(tx, {
+      ...auditedAgent(viewer),
+      name: `bot: ${input.name}`,
+      scopes: BOT_SCOPES,
+      createdBy: viewer.agentId,
+      now: deps.now(),
+    });
+    const row = await insertBot(deps, tx, viewer, { name: input.name, groupId, apiKeyId: issued.apiKey.id });
+    return { bot: toBotView(row), key: issued.key };
+  });
 }
 
 /** Inserts a bot bound to an API key made in the same transaction, with its audit row. */
-export async function insertBot(
+async function insertBot(
   deps: Deps,
   tx: Tx,
   viewer: AgentViewer,

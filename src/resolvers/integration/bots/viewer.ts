@@ -2,6 +2,8 @@ import { and, eq } from 'drizzle-orm';
 import { bots } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
 import { DomainError } from '../../../errors.js';
+import type { ApiKeyViewer } from '../api-keys/authenticate.js';
+import { requireScope } from '../api-keys/scopes.js';
 
 /**
  * A bot as the chat sees it: the merchant's participant behind an API key (docs/integration.md
@@ -14,30 +16,21 @@ export interface BotViewer {
   name: string;
 }
 
-/** What a bot request presents: an API key's identity (src/resolvers/integration/api-keys/). */
-export interface BotKeyIdentity {
-  kind: 'apiKey';
-  keyId: string;
-  merchantId: string;
-  scopes: readonly string[];
-}
-
-/** The scope a bot's sends and hand-offs need. */
-export const BOT_SCOPE = 'messages:write';
-
 /**
- * The enabled bot of an API key that holds `messages:write`; FORBIDDEN for a key without the
- * scope, of no bot (a server's key), or of a disabled bot.
+ * The enabled bot of an API key holding `messages:write`: INSUFFICIENT_SCOPE without the scope;
+ * FORBIDDEN for a key of no bot (a server's key) or of a disabled bot.
  */
-export async function requireBot(deps: Deps, identity: BotKeyIdentity): Promise<BotViewer> {
-  if (!identity.scopes.includes(BOT_SCOPE))
-    throw new DomainError('FORBIDDEN', `This API key lacks the ${BOT_SCOPE} scope`);
+export async function requireBot(
+  deps: Deps,
+  key: Pick<ApiKeyViewer, 'keyId' | 'merchantId' | 'scopes'>,
+): Promise<BotViewer> {
+  requireScope(key, 'messages:write');
   const [bot] = await deps.db
     .select({ id: bots.id, name: bots.name, disabled: bots.disabled })
     .from(bots)
-    .where(and(eq(bots.apiKeyId, identity.keyId), eq(bots.merchantId, identity.merchantId)))
+    .where(and(eq(bots.apiKeyId, key.keyId), eq(bots.merchantId, key.merchantId)))
     .limit(1);
   if (!bot) throw new DomainError('FORBIDDEN', 'This API key belongs to no bot (createBot makes a bot and its key)');
   if (bot.disabled) throw new DomainError('FORBIDDEN', 'This bot is disabled');
-  return { kind: 'bot', botId: bot.id, merchantId: identity.merchantId, name: bot.name };
+  return { kind: 'bot', botId: bot.id, merchantId: key.merchantId, name: bot.name };
 }
