@@ -68,11 +68,9 @@ export const exampleHandoff: z.input<typeof handoffData> = {
 const withKeyData = z
   .object({
     bot: botData,
-    key: z
-      .string()
-      .openapi({
-        description: 'The bot’s API key (`prly_…`, scopes conversations:read and messages:write), shown once.',
-      }),
+    key: z.string().openapi({
+      description: 'The bot’s API key (`prly_…`, scopes conversations:read and messages:write), shown once.',
+    }),
   })
   .strict();
 
