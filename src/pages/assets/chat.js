@@ -137,7 +137,13 @@ export function messageLog(
     // A bot's message: sender_type `bot`, its name in meta.bot_name (docs/integration.md "Bots").
     const bot = m.sender_type === 'bot' || (m.sender_type === 'agent' && m.meta?.bot === true);
     const who =
-      m.sender_type === 'system' ? '' : mine ? strings.you : bot ? botLabel(m, strings.bot) : labels[m.sender_type];
+      m.sender_type === 'system'
+        ? ''
+        : mine
+          ? strings.you
+          : bot
+            ? botLabel(m, strings.bot)
+            : labels[/** @type {'visitor' | 'agent'} */ (m.sender_type)];
     return el(
       'li',
       {
