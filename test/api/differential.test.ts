@@ -35,7 +35,8 @@ interface Twin {
   gql: string;
   gqlArgs?: string;
   gqlPick?: (data: Json) => unknown;
-  as: 'agent' | 'visitor';
+  /** Who reads: the agent `ada` (Session), the visitor (bearer) or an API key of ada's merchant. */
+  as: 'agent' | 'visitor' | 'apiKey';
   /** Normalised leaf patterns only one side has, each with why. */
   onlyRest?: Record<string, string>;
   onlyGql?: Record<string, string>;
@@ -215,6 +216,55 @@ const twins = (): Record<string, Twin> => ({
   },
   'merchant settings': { as: 'agent', rest: '/agent/admin/settings', gql: 'merchantSettings' },
   'api keys': { as: 'agent', rest: '/agent/apikey/list', gql: 'apiKeys' },
+  // The demo merchant has no routing rule: both answers are compared as the empty list.
+  'routing rules': {
+    as: 'agent',
+    rest: '/agent/admin/routing-rules',
+    gql: 'routingRules',
+    restPick: (d: Json) => d.rules,
+  },
+  // The server-to-server surface (issue 30): the same GraphQL fields, read as an API key.
+  'API conversation list (label filter)': {
+    as: 'apiKey',
+    rest: '/api/conversation/list',
+    restQuery: { scope: 'all', label_id: ids.label },
+    gql: 'conversations',
+    gqlArgs: `scope: all, labelId: "${ids.label}"`,
+    count: 1,
+    restPick: restConnection,
+    onlyGql: {
+      'nodes[].id': CACHE_ID,
+      'nodes[].agent.id': CACHE_ID,
+      'nodes[].labels': LABELS_GQL,
+      'nodes[].labels[].id': LABELS_GQL,
+      'nodes[].labels[].name': LABELS_GQL,
+      'nodes[].labels[].color': LABELS_GQL,
+      'nodes[].labels[].createdat': LABELS_GQL,
+    },
+  },
+  'API conversation': {
+    as: 'apiKey',
+    rest: '/api/conversation/get',
+    restQuery: { visitor_id: ids.visitor },
+    gql: 'conversation',
+    gqlArgs: `visitorId: "${ids.visitor}"`,
+    onlyGql: {
+      id: CACHE_ID,
+      'agent.id': CACHE_ID,
+      'labels[].id': LABELS_GQL,
+      'labels[].name': LABELS_GQL,
+      'labels[].color': LABELS_GQL,
+      'labels[].createdat': LABELS_GQL,
+    },
+  },
+  'API message list (paged)': {
+    as: 'apiKey',
+    rest: '/api/message/list',
+    restQuery: { visitor_id: ids.visitor, limit: '2' },
+    gql: 'messages',
+    gqlArgs: `visitorId: "${ids.visitor}", first: 2`,
+    count: 2,
+  },
   'messages left (paged)': {
     as: 'agent',
     rest: '/agent/messages-left/list',
@@ -250,6 +300,7 @@ let agent: HttpClient;
 let agentToken = '';
 let visitor: HttpClient;
 let visitorBearer = '';
+let apiKey = '';
 const answers = new Map<string, { rest: unknown; gql: unknown }>();
 
 beforeAll(async () => {
@@ -296,10 +347,15 @@ beforeAll(async () => {
   await ok('/agent/canned/create', { shortcut: 'thx', content: 'Thank you', scope: 'merchant' });
   const hook = await ok('/agent/webhook/create', { url: 'http://127.0.0.1:9/hook', events: 'message.created' });
   ids.webhook = hook.endpoint.id;
+  apiKey = (await ok('/agent/apikey/create', { name: 'differential', scopes: 'conversations:read' })).key;
 
   for (const [name, twin] of Object.entries(twins())) {
     const headers: Record<string, string> =
-      twin.as === 'visitor' ? { authorization: `Bearer ${visitorBearer}` } : { token: agentToken };
+      twin.as === 'visitor'
+        ? { authorization: `Bearer ${visitorBearer}` }
+        : twin.as === 'apiKey'
+          ? { authorization: `Bearer ${apiKey}` }
+          : { token: agentToken };
     const qs = twin.restQuery ? `?${new URLSearchParams(twin.restQuery)}` : '';
     const rest = await new HttpClient(t.url).json(twin.rest + qs, { headers });
     expect([name, rest.body.code, rest.body.msg]).toEqual([name, 0, 'ok']);
