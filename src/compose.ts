@@ -40,14 +40,17 @@ export async function buildDeps(
     subscriber = connectRedis(config.redisUrl);
     await Promise.all([redisReady(redis), redisReady(subscriber)]);
   }
+  const metrics = createMetrics({ enabled: config.metricsEnabled });
+  const onHistoryRead = () => metrics.historyRead();
   const bus = redis
     ? redisEventBus({
         redis,
         subscriber: subscriber as Redis,
         prefix: config.redisPrefix,
         historySize: config.channelHistorySize,
+        onHistoryRead,
       })
-    : memoryEventBus({ historySize: config.channelHistorySize });
+    : memoryEventBus({ historySize: config.channelHistorySize, onHistoryRead });
   const storage = await createObjectStorage(config.attachments);
   const deps: Deps & { close(): Promise<void> } = {
     config,
@@ -65,7 +68,7 @@ export async function buildDeps(
       printCode: config.env === 'development',
     }),
     log,
-    metrics: createMetrics({ enabled: config.metricsEnabled }),
+    metrics,
     now: Date.now,
     storage,
     imageWork: createImagePool(config.attachments),

@@ -411,17 +411,21 @@ export const messages = pgTable(
 /**
  * Events committed with the rows they describe and published after the commit; whatever a
  * crash left here is published by any instance's drain (see src/resolvers/outbox.ts).
+ * `order_key` names the sequence a row belongs to (a visitor's conversations, a merchant's
+ * business hours, a webhook's order key): rows of one key leave in `id` order, one publisher at
+ * a time; rows of different keys are published independently.
  */
 export const eventOutbox = pgTable(
   'event_outbox',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
+    orderKey: text('order_key').notNull().default(''),
     channel: text('channel').notNull(),
     event: text('event').notNull(),
     data: jsonb('data').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('event_outbox_created').on(t.createdAt)],
+  (t) => [index('event_outbox_created').on(t.createdAt), index('event_outbox_key').on(t.orderKey, t.id)],
 );
 
 /** Who did a privileged action: an agent (through its Session), an API key, the operator CLI, or Parley itself. */

@@ -26,6 +26,8 @@ export interface Metrics {
   /** `count` frames of channel events written to subscriptions (graphql-ws or Pusher). */
   eventDelivered(count?: number): void;
   eventDropped(reason: EventDropReason): void;
+  /** A read of a channel's kept history (a resume's replay page) that reached the store. */
+  historyRead(): void;
   loginFailed(reason: LoginFailureReason): void;
   /** A login refused by a brute-force lock of the account or the client address (also a `locked` failure). */
   loginLocked(scope: 'account' | 'ip'): void;
@@ -97,6 +99,11 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     labelNames: ['reason'] as const,
     registers,
   });
+  const historyReads = new Counter({
+    name: 'parley_history_reads_total',
+    help: "Reads of a channel's kept history (resumes with since) that reached the store; concurrent identical reads share one.",
+    registers,
+  });
   const loginFailures = new Counter({
     name: 'parley_login_failures_total',
     help: 'Failed agent logins, by reason.',
@@ -155,6 +162,7 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     eventPublished: () => published.inc(),
     eventDelivered: (count = 1) => delivered.inc(count),
     eventDropped: (reason) => dropped.inc({ reason }),
+    historyRead: () => historyReads.inc(),
     loginFailed: (reason) => loginFailures.inc({ reason }),
     loginLocked: (scope) => {
       loginLocks.inc({ scope });
@@ -184,6 +192,7 @@ function disabledMetrics(): Metrics {
     eventPublished: noop,
     eventDelivered: noop,
     eventDropped: noop,
+    historyRead: noop,
     loginFailed: noop,
     loginLocked: noop,
     captchaIssued: noop,

@@ -5,8 +5,8 @@ import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { agentChannel } from './events.js';
-import { enqueueWebhookEvent } from './integration/webhooks/events.js';
-import { enqueueEvent, type Tx } from './outbox.js';
+import { webhookOutboxRow } from './integration/webhooks/events.js';
+import { enqueueRows, outboxRow, type Tx, visitorKey } from './outbox.js';
 
 /**
  * What the chat's domain files share: loading a conversation with what its events need, and
@@ -217,7 +217,11 @@ export async function appendMessage(
   ctx.conversation.lastSeq = bumped.lastSeq;
   const view = toMessageView(row, input.attachment ?? null);
   const data = { message: view, botId: bumped.botId };
-  for (const channel of participantChannels(ctx)) await enqueueEvent(tx, channel, 'message.created', data);
-  await enqueueWebhookEvent(tx, ctx.conversation.merchantId, ctx.conversation.id, 'message.created', data, now);
+  // One statement for the message's events and its webhook row (in this order: their ids follow it).
+  const key = visitorKey(ctx.conversation.visitorId);
+  await enqueueRows(tx, [
+    ...participantChannels(ctx).map((channel) => outboxRow(key, channel, 'message.created', data)),
+    webhookOutboxRow(key, ctx.conversation.merchantId, ctx.conversation.id, 'message.created', data, now),
+  ]);
   return view;
 }

@@ -25,7 +25,7 @@ import { flag, parseInput, required, text } from './inputs.js';
 import type { ApiKeyViewer } from './integration/api-keys/authenticate.js';
 import { requireScope } from './integration/api-keys/scopes.js';
 import type { BotViewer } from './integration/bots/viewer.js';
-import { enqueueEvent, publishOutbox } from './outbox.js';
+import { enqueueEvent, publishOutbox, visitorKey } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
 /**
@@ -187,28 +187,16 @@ async function storeSend(
   if (viewer.kind !== 'visitor') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   const stored = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
   if (stored) return stored;
-  if (viewer.kind === 'visitor' && !(await openConversation(deps.db, viewer.merchantId, visitorId)))
-    await assignAgent(deps, viewer);
+  // A visitor without an open conversation: the transaction below finds none, and the message
+  // starts a new one (CONVERSATION_CLOSED is handled after it) — no lookup first on every send.
 
   const store = () =>
     deps.db.transaction(async (tx) => {
       // The row lock orders concurrent sends of the conversation, on every instance.
       const ctx = await openConversation(tx, viewer.merchantId, visitorId, { lock: true });
       if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
-      // Any conversation of the visitor: a retry may arrive after the first copy's conversation closed.
-      const [again] = await tx
-        .select({ m: messages })
-        .from(messages)
-        .where(
-          and(
-            eq(messages.visitorId, visitorId),
-            eq(messages.senderType, who.type),
-            eq(messages.senderId, who.id),
-            eq(messages.clientMsgId, input.clientMsgId),
-          ),
-        )
-        .limit(1);
-      if (again) return { kind: 'stored' as const, row: again.m, ctx };
+      // A copy committed since `storedSend` (a concurrent retry, in any conversation of the
+      // visitor) makes the insert fail on messages_sender_client_msg_id: answered with that copy.
       if (viewer.kind === 'agent') {
         if (ctx.conversation.state !== 'active')
           throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
@@ -237,7 +225,7 @@ async function storeSend(
         attachment,
         meta: viewer.kind === 'bot' ? { bot_name: viewer.name } : null,
       });
-      return { kind: 'new' as const, message, ctx };
+      return { message, ctx };
     });
   // A concurrent copy of this send committed first (messages_sender_client_msg_id): answer with it.
   const storedOnConflict = (error: unknown) =>
@@ -250,7 +238,7 @@ async function storeSend(
   try {
     result = await store();
   } catch (error) {
-    // The visitor's conversation closed between the check and the lock (its agent, the idle
+    // The visitor has no open conversation (never had one, or it closed — its agent, the idle
     // sweep): the message starts a new one, as any write after a close does — unless a copy of
     // it was stored meanwhile (a retry racing the close), which is the answer.
     if (!(viewer.kind === 'visitor' && error instanceof DomainError && error.code === 'CONVERSATION_CLOSED'))
@@ -259,21 +247,10 @@ async function storeSend(
     if (meanwhile) return meanwhile;
     await assignAgent(deps, viewer);
     const second = await store().catch(storedOnConflict);
-    if (!('kind' in second)) return second;
+    if (!('ctx' in second)) return second;
     result = second;
   }
-  if (result.kind === 'stored') {
-    const { row } = result;
-    const [a] = row.attachmentId
-      ? await deps.db.select().from(attachments).where(eq(attachments.id, row.attachmentId))
-      : [];
-    return {
-      message: toMessageView(row, a ? attachmentViewOf(deps, a) : null),
-      conversationState: result.ctx.conversation.state,
-      duplicate: true,
-    };
-  }
-  await publishOutbox(deps);
+  await publishOutbox(deps, visitorKey(visitorId));
   return { message: result.message, conversationState: result.ctx.conversation.state, duplicate: false };
 }
 
@@ -440,10 +417,10 @@ export async function markRead(deps: Deps, viewer: ChatViewer, given: ReadInput)
       seq,
     };
     for (const channel of [ctx.visitorChannel, ...(row.agentId ? [agentChannel(row.agentId)] : [])])
-      await enqueueEvent(tx, channel, 'message.read', data);
+      await enqueueEvent(tx, visitorKey(row.visitorId), channel, 'message.read', data);
     return true;
   });
-  if (moved) await publishOutbox(deps);
+  if (moved) await publishOutbox(deps, visitorKey(visitorId));
   const [after] = await deps.db
     .select({
       agentReadSeq: conversations.agentReadSeq,

@@ -1,4 +1,4 @@
-import { asc, inArray, lt, sql } from 'drizzle-orm';
+import { asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.js';
 import { eventOutbox } from '../db/schema.js';
 import type { Deps } from '../deps.js';
@@ -7,37 +7,77 @@ import { nudgeWebhooks } from './integration/webhooks/dispatcher.js';
 import { createDeliveries, isWebhookOutboxRow } from './integration/webhooks/events.js';
 
 /**
- * Publish after commit, through the `event_outbox` table. A chat operation writes its events
- * as outbox rows in the transaction that changes the rows they describe (`enqueueEvent`), then,
- * once committed, calls `publishOutbox`: under a cluster-wide advisory lock it publishes the
- * pending rows in id order and deletes them in the same transaction. So an event is never seen
- * before its rows are committed, events of one conversation go out in commit (= seq) order on
- * every channel, and a crash between commit and publish leaves the rows for the next drain of
- * any instance (the chat service drains periodically) — at least once, in order; a row published
- * but not yet deleted when an instance dies is published again (clients dedupe by `seq` / id).
+ * Publish after commit, through the `event_outbox` table (docs/chat.md "Publication").
+ *
+ * A chat operation writes its events as outbox rows in the transaction that changes the rows
+ * they describe (`enqueueEvent`), each under an ORDER KEY: the visitor's for everything about its
+ * conversations, the merchant's for its business hours, a webhook row's own order key. Once
+ * committed it calls `publishOutbox` with its keys. A key is published by one publisher at a
+ * time, cluster-wide: on PostgreSQL in a transaction holding the key's advisory lock
+ * (`pg_try_advisory_xact_lock(OUTBOX_LOCK_SPACE, hashtext(key))`), which deletes the key's
+ * pending rows, publishes them in `id` order and commits; keys are independent, so the
+ * publication of one conversation never waits for another's, on this instance or any other.
+ *
+ * What holds:
+ * - after commit: a publisher reads only committed rows;
+ * - in order per key: rows of one key are written under the conversation's row lock, so their
+ *   `id` order is their commit (= `seq`) order, and they leave in that order;
+ * - at least once: a publish that fails rolls back, and an instance that dies mid-publication
+ *   drops its connection, which rolls back too — the rows wait for the next publisher (the chat
+ *   service drains rows older than a second on every instance). A row published and not yet
+ *   deleted is published again (clients dedupe by `seq` / event id);
+ * - a stalled instance does not hold a key for ever: PostgreSQL ends a session idle in the
+ *   publisher's transaction for OUTBOX_LEASE_MS (then another instance publishes its rows), and a
+ *   publisher that finds its lease over stops publishing before it sends anything more.
+ *
+ * On the embedded database (one instance, one connection) a key's exclusion is this process's
+ * alone, and no transaction is held while publishing: the rows are read, published, then deleted.
  * Rows on a `webhook:` channel are not published: the same round turns them into webhook
  * deliveries (src/resolvers/integration/webhooks/events.ts), which the dispatcher sends.
  */
 
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
-/** An arbitrary constant naming the outbox publisher among PostgreSQL advisory locks. */
-const OUTBOX_LOCK_ID = 7_302_104_222;
-/** Rows published per locked round. */
+/** An arbitrary constant naming the outbox's per-key advisory locks (the two-key form: this, hashtext(key)). */
+export const OUTBOX_LOCK_SPACE = 7302;
+/** Rows of one key published per round. */
 const BATCH = 200;
+/** Keys a drain or a full publication takes per pass. */
+const KEYS_PER_PASS = 100;
+/** How long a publisher may hold a key (see above). */
+export const OUTBOX_LEASE_MS = 5000;
+/** A publisher stops this long before its lease ends: what it has not sent by then, another sends. */
+const LEASE_MARGIN_MS = 1000;
 
-/** The outbox row of an event on a channel (several rows go in one insert with `enqueueRows`). */
-export const outboxRow = <N extends EventName>(channel: string, name: N, data: EventData<N>): OutboxRow => ({
+/** The order key of everything about a visitor's conversations. */
+export const visitorKey = (visitorId: string) => `visitor:${visitorId}`;
+/** The order key of a merchant's own events (business hours). */
+export const merchantKey = (merchantId: string) => `merchant:${merchantId}`;
+
+/** Writes an event to the outbox inside `tx` under `key`; it is published once `tx` has committed. */
+export async function enqueueEvent<N extends EventName>(
+  tx: Tx,
+  key: string,
+  channel: string,
+  name: N,
+  data: EventData<N>,
+) {
+  await tx.insert(eventOutbox).values(outboxRow(key, channel, name, data));
+}
+
+/** The outbox row of an event on a channel, under `key` (several rows go in one insert with `enqueueRows`). */
+export const outboxRow = <N extends EventName>(
+  key: string,
+  channel: string,
+  name: N,
+  data: EventData<N>,
+): OutboxRow => ({
+  orderKey: key,
   channel,
   event: name,
   data: toWire(name, data) as object,
 });
 export type OutboxRow = typeof eventOutbox.$inferInsert;
-
-/** Writes an event to the outbox inside `tx`; it is published once `tx` has committed. */
-export async function enqueueEvent<N extends EventName>(tx: Tx, channel: string, name: N, data: EventData<N>) {
-  await tx.insert(eventOutbox).values(outboxRow(channel, name, data));
-}
 
 /** Writes several outbox rows in one statement, in the given order (their ids follow it). */
 export async function enqueueRows(tx: Tx, rows: OutboxRow[]) {
@@ -48,102 +88,233 @@ export async function enqueueRows(tx: Tx, rows: OutboxRow[]) {
 export const rowsOf = <T>(result: unknown): T[] =>
   Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
 
+interface PendingRow {
+  id: number;
+  channel: string;
+  event: string;
+  data: unknown;
+}
+
+type Round = 'busy' | { published: number; more: boolean };
+
+/** Publishes `rows` in order per channel (channels at once); stops when the lease is about over. */
+async function publishRows(deps: Deps, rows: PendingRow[], began: number) {
+  const notAfter = began + OUTBOX_LEASE_MS - LEASE_MARGIN_MS;
+  const byChannel = new Map<string, PendingRow[]>();
+  for (const row of rows) {
+    if (isWebhookOutboxRow(row)) continue;
+    const list = byChannel.get(row.channel) ?? [];
+    list.push(row);
+    byChannel.set(row.channel, list);
+  }
+  const results = await Promise.allSettled(
+    [...byChannel.values()].map(async (list) => {
+      for (const row of list) await deps.bus.publish(row.channel, row.event, row.data, { notAfter });
+    }),
+  );
+  // Every channel is done before the caller rolls back: nothing of this round is sent after it.
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+}
+
 /**
- * One locked round: publishes up to BATCH pending rows in order and deletes them. `busy` when
- * another publisher holds the lock (its round will or did publish what is committed).
+ * One round of `key` on PostgreSQL: lock, take and delete its pending rows, publish, commit.
+ * When PostgreSQL ends the session under it (the lease), the transaction's promise rejects at
+ * once while the round may still be stalled; the round then never finishes its callback, as
+ * postgres.js would write the rollback on the closed socket and throw outside any promise.
  */
-async function publishRound(deps: Deps, minAgeMs: number): Promise<'busy' | number> {
+async function lockedRound(deps: Deps, key: string): Promise<Round> {
   let deliveries = 0;
-  const result = await deps.db.transaction(async (tx): Promise<'busy' | number> => {
-    const [lock] = rowsOf<{ ok: boolean }>(
-      await tx.execute(sql`select pg_try_advisory_xact_lock(${OUTBOX_LOCK_ID}) as ok`),
+  let lost = false;
+  const began = Date.now();
+  const run = deps.db.transaction(async (tx): Promise<Round> => {
+    const settled = await roundBody(tx).then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
     );
-    if (!lock?.ok) return 'busy';
-    const rows = await tx
-      .select()
-      .from(eventOutbox)
-      .where(minAgeMs > 0 ? lt(eventOutbox.createdAt, new Date(deps.now() - minAgeMs)) : undefined)
-      .orderBy(asc(eventOutbox.id))
-      .limit(BATCH);
-    if (rows.length === 0) return 0;
+    if (lost) return new Promise<never>(() => {});
+    if ('error' in settled) throw settled.error;
+    return settled.value;
+  });
+  run.catch(() => {
+    lost = true;
+  });
+  const round = await run;
+  // Committed: this instance's dispatcher sends them now (the others find them on their poll).
+  if (deliveries > 0) nudgeWebhooks(deps);
+  return round;
+
+  async function roundBody(tx: Tx): Promise<Round> {
+    // One statement: the key's lock, the lease (a session idle in this transaction that long is
+    // ended by PostgreSQL, which releases the lock and restores the rows), and the rows. Rows a
+    // concurrent publisher deleted and committed are skipped by the delete.
+    const [taken] = rowsOf<{ ok: boolean; picked: number; rows: PendingRow[] | string | null }>(
+      await tx.execute(sql`
+        with lease as materialized (
+          select pg_try_advisory_xact_lock(${OUTBOX_LOCK_SPACE}::int, hashtext(${key})) as ok,
+                 set_config('idle_in_transaction_session_timeout', ${String(OUTBOX_LEASE_MS)}, true) as timeout
+        ), picked as (
+          select id from event_outbox
+          where order_key = ${key} and (select ok from lease)
+          order by id limit ${BATCH}
+        ), gone as (
+          delete from event_outbox where id in (select id from picked) returning id, channel, event, data
+        )
+        select (select ok from lease) as ok, (select count(*)::int from picked) as picked,
+               (select json_agg(gone order by gone.id) from gone) as rows`),
+    );
+    if (!taken?.ok) return 'busy';
+    const rows = (typeof taken.rows === 'string' ? JSON.parse(taken.rows) : (taken.rows ?? [])) as PendingRow[];
     // Deliveries first: a database failure there must not follow publishes already made.
     const webhooks = rows.filter(isWebhookOutboxRow);
     if (webhooks.length > 0) deliveries = await createDeliveries(tx, webhooks, deps.now());
-    // A failed publish throws: the transaction rolls back and the rows wait for the next drain.
-    for (const row of rows) if (!isWebhookOutboxRow(row)) await deps.bus.publish(row.channel, row.event, row.data);
+    // A failed publish throws: the transaction rolls back and the rows wait for the next round.
+    await publishRows(deps, rows, began);
+    return { published: rows.length, more: Number(taken.picked) === BATCH };
+  }
+}
+
+/** One round of `key` on the embedded database: read, publish, then delete (one instance, one connection). */
+async function localRound(deps: Deps, key: string): Promise<Round> {
+  const began = Date.now();
+  const rows = await deps.db
+    .select({ id: eventOutbox.id, channel: eventOutbox.channel, event: eventOutbox.event, data: eventOutbox.data })
+    .from(eventOutbox)
+    .where(eq(eventOutbox.orderKey, key))
+    .orderBy(asc(eventOutbox.id))
+    .limit(BATCH);
+  if (rows.length === 0) return { published: 0, more: false };
+  await publishRows(deps, rows, began);
+  const webhooks = rows.filter(isWebhookOutboxRow);
+  let deliveries = 0;
+  await deps.db.transaction(async (tx) => {
+    if (webhooks.length > 0) deliveries = await createDeliveries(tx, webhooks, deps.now());
     await tx.delete(eventOutbox).where(
       inArray(
         eventOutbox.id,
         rows.map((r) => r.id),
       ),
     );
-    return rows.length;
   });
-  // Committed: this instance's dispatcher sends them now (the others find them on their poll).
   if (deliveries > 0) nudgeWebhooks(deps);
-  return result;
+  return { published: rows.length, more: rows.length === BATCH };
 }
 
 /**
- * Per instance, one publisher at a time: a call that arrives while a round runs joins the single
- * round that starts after it (its rows are committed before it calls, so that round sees them).
- * Without this, concurrent sends on one instance took turns at the advisory lock, each polling
- * until the others were done, and published one by one instead of in batches.
+ * Rounds of `key` until its committed rows are out. While another instance holds the key, polls
+ * up to `waitMs` (its round may have begun before this caller's commit); what is left then is
+ * published by the drain. Never throws: a failure is counted and left to the drain.
  */
-const publishers = new WeakMap<Deps, { running?: Promise<void>; next?: Promise<void> }>();
-
-/**
- * Publishes every committed outbox row (the caller's included). Waits while another instance
- * holds the lock, up to `waitMs`; what is left then is published by the periodic drain.
- */
-export function publishOutbox(deps: Deps, opts: { waitMs?: number } = {}): Promise<void> {
-  const state = publishers.get(deps) ?? {};
-  publishers.set(deps, state);
-  const start = () => {
-    const run = publishPending(deps, opts.waitMs ?? 2000).finally(() => {
-      if (state.running === run) state.running = undefined;
-    });
-    state.running = run;
-    return run;
-  };
-  if (!state.running) return start();
-  state.next ??= state.running.then(() => {
-    state.next = undefined;
-    return start();
-  });
-  return state.next;
-}
-
-async function publishPending(deps: Deps, waitMs: number): Promise<void> {
+async function publishPending(deps: Deps, key: string, waitMs: number): Promise<number> {
   const deadline = Date.now() + waitMs;
+  let total = 0;
   for (;;) {
-    let result: 'busy' | number;
+    let round: Round;
     try {
-      result = await publishRound(deps, 0);
+      round = deps.database.kind === 'postgres' ? await lockedRound(deps, key) : await localRound(deps, key);
     } catch (error) {
       deps.metrics.eventDropped('publish_failed');
       deps.log.warn({ err: (error as Error).message }, 'outbox: publish failed, left for the drain');
-      return;
+      return total;
     }
-    if (result === 'busy') {
-      if (Date.now() > deadline) return;
+    if (round === 'busy') {
+      if (Date.now() >= deadline) return total;
       await new Promise((resolve) => setTimeout(resolve, 5));
       continue;
     }
-    if (result < BATCH) return;
+    total += round.published;
+    if (!round.more) return total;
   }
 }
 
 /**
- * The drain every instance runs periodically: publishes rows older than `minAgeMs` (those whose
- * writer crashed or failed to publish). Returns how many it published.
+ * Per database handle and key, one round at a time: a call that arrives while a round of its key
+ * runs joins the single round that starts after it (its rows are committed before it calls, so
+ * that round sees them). Keys never wait for each other.
+ */
+const keyStates = new WeakMap<object, Map<string, { tail: Promise<number>; queued?: Promise<number> }>>();
+
+function publishKey(deps: Deps, key: string, waitMs: number): Promise<number> {
+  let states = keyStates.get(deps.db);
+  if (!states) {
+    states = new Map();
+    keyStates.set(deps.db, states);
+  }
+  const known = states.get(key);
+  if (known?.queued) return known.queued;
+  const state = known ?? { tail: Promise.resolve(0) };
+  const run: Promise<number> = state.tail.then(() => {
+    state.queued = undefined; // started: a later call needs a round of its own
+    return publishPending(deps, key, waitMs);
+  });
+  state.queued = run;
+  state.tail = run;
+  states.set(key, state);
+  void run.then(() => {
+    if (state.tail === run) states.delete(key);
+  });
+  return run;
+}
+
+/** Keys with pending rows (created before `before` when given), oldest first, `KEYS_PER_PASS` at most. */
+async function pendingKeys(deps: Deps, before?: Date): Promise<string[]> {
+  const rows = rowsOf<{ key: string }>(
+    await deps.db.execute(sql`
+      select order_key as key from event_outbox
+      ${before ? sql`where created_at < ${before.toISOString()}` : sql``}
+      group by order_key order by min(id) limit ${KEYS_PER_PASS}`),
+  );
+  return rows.map((r) => r.key);
+}
+
+/**
+ * Publishes the committed outbox rows of `keys` (the caller's), each key on its own; without
+ * keys, every pending key. Waits while another instance holds a key, up to `waitMs`; what is left
+ * then is published by the periodic drain.
+ */
+export async function publishOutbox(
+  deps: Deps,
+  keys?: string | readonly string[],
+  opts: { waitMs?: number } = {},
+): Promise<void> {
+  const waitMs = opts.waitMs ?? 2000;
+  if (keys !== undefined) {
+    await Promise.all((typeof keys === 'string' ? [keys] : [...new Set(keys)]).map((k) => publishKey(deps, k, waitMs)));
+    return;
+  }
+  const seen = new Set<string>();
+  for (;;) {
+    const fresh = (await pendingKeys(deps)).filter((k) => !seen.has(k));
+    if (fresh.length === 0) return;
+    for (const k of fresh) seen.add(k);
+    await Promise.all(fresh.map((k) => publishKey(deps, k, waitMs)));
+  }
+}
+
+/**
+ * The drain every instance runs periodically: publishes the keys with rows older than `minAgeMs`
+ * (those whose writer crashed, stalled or failed to publish), skipping a key another publisher
+ * holds. Returns how many rows it published.
  */
 export async function drainOutbox(deps: Deps, minAgeMs = 1000): Promise<number> {
   let total = 0;
+  const seen = new Set<string>();
   for (;;) {
-    const result = await publishRound(deps, minAgeMs);
-    if (result === 'busy') return total;
-    total += result;
-    if (result < BATCH) return total;
+    const keys = (await pendingKeys(deps, minAgeMs > 0 ? new Date(deps.now() - minAgeMs) : undefined)).filter(
+      (k) => !seen.has(k),
+    );
+    if (keys.length === 0) return total;
+    for (const k of keys) seen.add(k);
+    const counts = await Promise.all(keys.map((k) => publishKey(deps, k, 0)));
+    total += counts.reduce((a, b) => a + b, 0);
   }
+}
+
+/** Whether `key` has committed rows waiting (for tests and diagnostics). */
+export async function pendingRows(deps: Deps, key: string): Promise<number> {
+  const [row] = await deps.db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(eventOutbox)
+    .where(eq(eventOutbox.orderKey, key));
+  return Number(row?.n ?? 0);
 }

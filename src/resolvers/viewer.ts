@@ -150,11 +150,36 @@ export async function requireVisitorByHash(deps: Deps, hash: string): Promise<Vi
   const cached = deps.configCache.token(hash, startedAt);
   if (cached) return visitorViewer(cached);
   const epoch = deps.configCache.tokenEpoch();
+  // Concurrent checks of one token (a reconnect storm: every tab of a visitor at once) share one
+  // query — only one started since the last revocation announced here, so none is older than it.
+  let checks = tokenChecks.get(deps.db);
+  if (!checks) {
+    checks = new Map();
+    tokenChecks.set(deps.db, checks);
+  }
+  const shared = checks.get(hash);
+  if (shared && shared.epoch === epoch) return visitorViewer(await shared.check);
+  const check = checkToken(deps, hash, startedAt, epoch);
+  const mine = { epoch, check };
+  checks.set(hash, mine);
+  const forget = () => {
+    if (checks.get(hash) === mine) checks.delete(hash);
+  };
+  check.then(forget, forget);
+  return visitorViewer(await check);
+}
+
+/** Token checks in flight, per database handle and token hash. */
+const tokenChecks = new WeakMap<object, Map<string, { epoch: number; check: Promise<CheckedVisitorToken> }>>();
+
+type CheckedVisitorToken = { visitorId: string; merchantId: string; bid: string; channel: string; expiresAt: number };
+
+async function checkToken(deps: Deps, hash: string, startedAt: number, epoch: number): Promise<CheckedVisitorToken> {
   const [row] = await visitorByToken(deps.db).execute({ hash, now: new Date(startedAt).toISOString() });
   if (!row) throw visitorUnauthenticated();
   const checked = { ...row, expiresAt: row.expiresAt.getTime() };
   deps.configCache.rememberToken(hash, checked, startedAt, epoch);
-  return visitorViewer(checked);
+  return checked;
 }
 
 const visitorViewer = (t: { visitorId: string; merchantId: string; bid: string; channel: string }): VisitorViewer => ({

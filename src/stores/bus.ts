@@ -40,13 +40,28 @@ export class SlowConsumerError extends DomainError {
   }
 }
 
+/** A publication that reached the bus after its `notAfter`: not sent. */
+export class PublicationTooLate extends Error {
+  constructor(readonly channel: string) {
+    super(`publication on ${channel} refused: past its deadline`);
+    this.name = 'PublicationTooLate';
+  }
+}
+
 export interface EventBus {
   /**
    * Appends an event to the channel's history and delivers it live. `ephemeral`: delivered live
    * with an id in the channel's order, but kept out of the history a resume reads (typing
    * indicators: no use after the fact, and a flood of them must not push real events out).
+   * `notAfter` (epoch ms): refused (throws PublicationTooLate) when the bus gets to it later —
+   * the outbox's lease: a publisher that stalled past it must not send what another has taken over.
    */
-  publish(channel: string, event: string, data: unknown, opts?: { ephemeral?: boolean }): Promise<ChannelEvent>;
+  publish(
+    channel: string,
+    event: string,
+    data: unknown,
+    opts?: { ephemeral?: boolean; notAfter?: number },
+  ): Promise<ChannelEvent>;
   /**
    * Live events of `channel`. With `since`, first the kept events after it, in order, then live
    * ones, with no gap and no duplicate; a `history.gap` event first when some were dropped.
@@ -98,7 +113,17 @@ const isLost = (since: EventId, floor: EventId | null | undefined) => !floor || 
 
 type Listener = (event: ChannelEvent) => void;
 
-function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: { maxQueued: number }): EventBus {
+/** What both stores take besides their own settings. */
+interface BusOptions {
+  maxQueued?: number;
+  /** Called for each read of a channel's kept history that reaches the store (after coalescing). */
+  onHistoryRead?: () => void;
+}
+
+function createBus(
+  makeBackend: (hubs: LocalHubs) => HistoryBackend,
+  defaults: { maxQueued: number; onHistoryRead?: () => void },
+): EventBus {
   // One hub a channel with local listeners; `lastId` drops duplicates (replays after reconnects).
   const hubs = new Map<string, { listeners: Set<Listener>; lastId?: EventId; ready: Promise<void> }>();
   const deliver = (event: ChannelEvent) => {
@@ -114,6 +139,20 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
       for (const [channel, hub] of hubs) yield [channel, hub.lastId];
     },
   });
+
+  // Concurrent reads of the same page (a reconnect storm: every tab of a conversation resuming
+  // from the event they all saw last) share one read of the store.
+  const pagesInFlight = new Map<string, ReturnType<HistoryBackend['page']>>();
+  function page(channel: string, after: EventId, limit: number) {
+    const key = `${channel}\u0000${after}\u0000${limit}`;
+    let read = pagesInFlight.get(key);
+    if (!read) {
+      defaults.onHistoryRead?.();
+      read = backend.page(channel, after, limit).finally(() => pagesInFlight.delete(key));
+      pagesInFlight.set(key, read);
+    }
+    return read;
+  }
 
   async function join(channel: string, listener: Listener) {
     let hub = hubs.get(channel);
@@ -144,8 +183,11 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
   }
 
   return {
-    publish: (channel, event, data, opts) =>
-      backend.append(channel, event, data, new Date().toISOString(), opts?.ephemeral === true),
+    publish: (channel, event, data, opts) => {
+      if (opts?.notAfter !== undefined && Date.now() > opts.notAfter)
+        return Promise.reject(new PublicationTooLate(channel));
+      return backend.append(channel, event, data, new Date().toISOString(), opts?.ephemeral === true);
+    },
 
     async *subscribe(channel, { since, signal, maxQueued = defaults.maxQueued, replayOnly = false } = {}) {
       // Live events wait here until the consumer pulls them; past `maxQueued` the queue is
@@ -175,7 +217,7 @@ function createBus(makeBackend: (hubs: LocalHubs) => HistoryBackend, defaults: {
         } else {
           // Replay page by page; each page says whether events after the cursor were dropped.
           while (!signal?.aborted) {
-            const { events, lost } = await backend.page(channel, cursor, REPLAY_PAGE);
+            const { events, lost } = await page(channel, cursor, REPLAY_PAGE);
             if (lost) {
               yield { id: cursor, channel, event: HISTORY_GAP, data: { since: cursor }, at: new Date().toISOString() };
             }
@@ -226,11 +268,12 @@ function firstAfter(events: ChannelEvent[], after: EventId): number {
  * In-process bus: the last `historySize` events per channel in memory; a channel idle for
  * `historyTtlSeconds` forgets its history (as a Redis stream expires).
  */
-export function memoryEventBus(opts: {
-  historySize: number;
-  historyTtlSeconds?: number;
-  maxQueued?: number;
-}): EventBus {
+export function memoryEventBus(
+  opts: BusOptions & {
+    historySize: number;
+    historyTtlSeconds?: number;
+  },
+): EventBus {
   const ttlMs = (opts.historyTtlSeconds ?? 86_400) * 1000;
   return createBus(
     ({ deliver }) => {
@@ -280,7 +323,7 @@ export function memoryEventBus(opts: {
         },
       };
     },
-    { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS },
+    { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS, onHistoryRead: opts.onHistoryRead },
   );
 }
 
@@ -335,15 +378,16 @@ return id`;
  * is Redis pub/sub. Keys go through the client's keyPrefix; pub/sub topics are prefixed here
  * (the subscriber connection has no keyPrefix, and topics are not keys).
  */
-export function redisEventBus(opts: {
-  redis: Redis;
-  /** A second connection for SUBSCRIBE (a subscribed connection can run nothing else). */
-  subscriber: Redis;
-  prefix: string;
-  historySize: number;
-  historyTtlSeconds?: number;
-  maxQueued?: number;
-}): EventBus {
+export function redisEventBus(
+  opts: BusOptions & {
+    redis: Redis;
+    /** A second connection for SUBSCRIBE (a subscribed connection can run nothing else). */
+    subscriber: Redis;
+    prefix: string;
+    historySize: number;
+    historyTtlSeconds?: number;
+  },
+): EventBus {
   const { redis, subscriber, prefix } = opts;
   const ttlMs = (opts.historyTtlSeconds ?? 86_400) * 1000;
   const streamKey = (channel: string) => `stream:${channel}`;
@@ -428,6 +472,6 @@ export function redisEventBus(opts: {
         },
       };
     },
-    { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS },
+    { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS, onHistoryRead: opts.onHistoryRead },
   );
 }

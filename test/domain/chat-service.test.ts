@@ -23,9 +23,9 @@ function recordingDeps(answer: () => Promise<never>) {
   const deps = {
     now: () => Date.now(),
     db: {
-      // The outbox drain opens a transaction; the idle sweep selects (with the conversation's id); the
-      // queue retry selects distinct; the bots' deadline sweep selects (merchant and visitor only).
-      transaction: () => {
+      // The outbox drain executes its statement; the idle sweep selects (with the conversation's id);
+      // the queue retry selects distinct; the bots' deadline sweep selects (merchant and visitor only).
+      execute: () => {
         calls.drain++;
         return answer();
       },

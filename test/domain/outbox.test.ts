@@ -4,7 +4,14 @@ import { describe, expect, it } from 'vitest';
 import { conversations, eventOutbox } from '../../src/db/schema.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
-import { drainOutbox, enqueueEvent, publishOutbox, rowsOf } from '../../src/resolvers/outbox.js';
+import {
+  drainOutbox,
+  enqueueEvent,
+  OUTBOX_LEASE_MS,
+  OUTBOX_LOCK_SPACE,
+  publishOutbox,
+  rowsOf,
+} from '../../src/resolvers/outbox.js';
 import {
   eventually,
   type Factories,
@@ -33,14 +40,18 @@ const receipt = (seq: number) => ({
   seq,
 });
 
-/** Writes `n` outbox rows for `channel` in one committed transaction. */
+/** The order key a test channel's rows are written under (one key per channel here). */
+const keyOf = (channel: string) => `test:${channel}`;
+
+/** Writes `n` outbox rows for `channel` (under its key) in one committed transaction. */
 async function enqueue(channel: string, n: number, from = 1) {
   await deps.db.transaction(async (tx) => {
-    for (let i = 0; i < n; i++) await enqueueEvent(tx, channel, 'message.read', receipt(from + i));
+    for (let i = 0; i < n; i++) await enqueueEvent(tx, keyOf(channel), channel, 'message.read', receipt(from + i));
   });
 }
 
-const pending = (channel: string) => deps.db.select().from(eventOutbox).where(eq(eventOutbox.channel, channel));
+const pending = (channel: string) =>
+  deps.db.select().from(eventOutbox).where(eq(eventOutbox.channel, channel)).orderBy(eventOutbox.id);
 /** The deps as seen `ms` later (the drain publishes rows older than its minimum age). */
 const later = (ms: number) => ({ ...deps, now: () => Date.now() + ms });
 
@@ -52,6 +63,7 @@ describe('The outbox', () => {
     await enqueue(channel, 3);
     const [row] = await pending(channel);
     expect(row).toMatchObject({
+      orderKey: keyOf(channel),
       event: 'message.read',
       data: { conversation_id: 'c1', visitor_id: 'v1', reader_type: 'visitor', reader_id: 'v1', seq: 1 },
     });
@@ -66,7 +78,7 @@ describe('The outbox', () => {
     const channel = channelName();
     await deps.db
       .transaction(async (tx) => {
-        await enqueueEvent(tx, channel, 'message.read', receipt(1));
+        await enqueueEvent(tx, keyOf(channel), channel, 'message.read', receipt(1));
         throw new Error('rolled back');
       })
       .catch(() => undefined);
@@ -87,10 +99,10 @@ describe('The outbox', () => {
       },
       metrics: { ...deps.metrics, eventDropped: (reason: string) => dropped.push(reason) },
     } as typeof deps;
-    await publishOutbox(failing);
+    await publishOutbox(failing, keyOf(channel));
     expect(dropped).toEqual(['publish_failed']);
     expect(await pending(channel)).toHaveLength(2);
-    await publishOutbox(deps);
+    await publishOutbox(deps, keyOf(channel));
     expect(await pending(channel)).toEqual([]);
   });
 
@@ -101,7 +113,7 @@ describe('The outbox', () => {
     await Promise.all(
       Array.from({ length: 10 }, async (_, i) => {
         await enqueue(channel, 1, i + 1);
-        await publishOutbox(deps);
+        await publishOutbox(deps, keyOf(channel));
       }),
     );
     // Every caller returns once its own row is out.
@@ -140,47 +152,136 @@ describe('The outbox', () => {
   it('publishOutbox, too, goes on past a batch', async () => {
     const channel = channelName();
     await enqueue(channel, 201);
-    await publishOutbox(deps);
+    await publishOutbox(deps, keyOf(channel));
     expect(await pending(channel)).toEqual([]);
   });
 
-  // PGlite has one connection: no second publisher can hold the lock there.
+  /** `deps` (or another instance) whose bus holds every publish on `channel` until `release()`; `entered` once one waits. */
+  function stallChannel(on: TestDeps, channel: string) {
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let entered = () => {};
+    const waiting = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    const bus = {
+      ...on.bus,
+      publish: async (...args: Parameters<TestDeps['bus']['publish']>) => {
+        if (args[0] === channel) {
+          entered();
+          await gate;
+        }
+        return on.bus.publish(...args);
+      },
+    };
+    return { deps: { ...on, bus } as TestDeps, release, entered: waiting };
+  }
+
+  it('a stalled key does not delay the others: while its publication hangs, another key goes out, and it follows in order once it moves', async () => {
+    const a = channelName();
+    const b = channelName();
+    const feed = recordEvents(deps, [a, b]);
+    await feed.ready;
+    const stall = stallChannel(deps, a);
+    try {
+      await enqueue(a, 2);
+      const first = publishOutbox(stall.deps, keyOf(a));
+      await stall.entered;
+      await enqueue(b, 3);
+      await publishOutbox(stall.deps, keyOf(b));
+      expect(await pending(b)).toEqual([]);
+      await eventually(() => feed.of('message.read', b).length === 3, "the other key's events");
+      expect(feed.of('message.read', a)).toEqual([]);
+      stall.release();
+      await first;
+      await eventually(() => feed.of('message.read', a).length === 2, "the stalled key's events");
+      expect(feed.of('message.read', a).map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2]);
+    } finally {
+      stall.release();
+      feed.stop();
+    }
+  });
+
+  // Two instances need a database both can open: PostgreSQL (PGlite is one process).
   it.runIf(process.env.DATABASE_URL)(
-    'one publisher at a time across instances: while another holds the lock, the drain leaves the rows',
+    'an instance killed mid-publication: the others never wait for it, and another instance publishes its rows',
     async () => {
       const other = await secondInstance();
       if (!other) throw new Error('a second instance needs DATABASE_URL');
-      const channel = channelName();
-      await enqueue(channel, 1);
-      let release = () => {};
-      const held = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      let locked = () => {};
-      const lockTaken = new Promise<void>((resolve) => {
-        locked = resolve;
-      });
-      const holder = other.db.transaction(async (tx) => {
-        const [lock] = rowsOf<{ ok: boolean }>(
-          await tx.execute(sql`select pg_try_advisory_xact_lock(7302104222) as ok`),
-        );
-        expect(lock?.ok).toBe(true);
-        locked();
-        await held;
-      });
+      const a = channelName();
+      const b = channelName();
+      const feed = recordEvents(deps, [a, b]);
+      await feed.ready;
+      const stall = stallChannel(other, a);
       try {
-        await lockTaken;
+        await enqueue(a, 2);
+        const hung = publishOutbox(stall.deps, keyOf(a));
+        await stall.entered; // the other instance holds key a and is publishing its rows
+        await enqueue(b, 1);
+        await publishOutbox(deps, keyOf(b));
+        await eventually(() => feed.of('message.read', b).length === 1, "the other key's event");
+        // Key a is held elsewhere: this instance's publisher leaves it after waitMs, the rows kept.
+        await publishOutbox(deps, keyOf(a), { waitMs: 50 });
+        expect(await pending(a)).toHaveLength(2);
         expect(await drainOutbox(deps, 0)).toBe(0);
-        // A publisher waits for the lock up to waitMs, then leaves the rows to the drain.
-        await publishOutbox(deps, { waitMs: 50 });
-        expect(await pending(channel)).toHaveLength(1);
+        // The holder dies: its connection goes, as a killed process's does.
+        const killed = rowsOf<{ ok: boolean }>(
+          await deps.db.execute(sql`
+            select pg_terminate_backend(pid) as ok from pg_locks
+            where locktype = 'advisory' and classid = ${OUTBOX_LOCK_SPACE} and objsubid = 2
+              and objid::bigint = (hashtext(${keyOf(a)})::bigint + 4294967296) % 4294967296`),
+        );
+        expect(killed.map((k) => k.ok)).toEqual([true]);
+        await eventually(async () => (await drainOutbox(deps, 0)) >= 2 || (await pending(a)).length === 0, 'drained');
+        await eventually(() => feed.of('message.read', a).length === 2, "the dead instance's rows, published here");
+        expect(feed.of('message.read', a).map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2]);
+        expect(await pending(a)).toEqual([]);
+        stall.release();
+        await hung; // its commit fails: counted, nothing thrown
       } finally {
-        release();
-        await holder;
+        stall.release();
+        feed.stop();
         await other.close();
       }
-      await publishOutbox(deps);
-      expect(await pending(channel)).toEqual([]);
+    },
+  );
+
+  it.runIf(process.env.DATABASE_URL)(
+    'a stalled instance holds a key no longer than its lease: another instance publishes the rows, and the stalled one sends nothing more when it wakes',
+    async () => {
+      const other = await secondInstance();
+      if (!other) throw new Error('a second instance needs DATABASE_URL');
+      const a = channelName();
+      const feed = recordEvents(deps, [a]);
+      await feed.ready;
+      const stall = stallChannel(other, a);
+      try {
+        await enqueue(a, 2);
+        const stalled = publishOutbox(stall.deps, keyOf(a));
+        await stall.entered;
+        const since = Date.now();
+        // PostgreSQL ends the session idle in its transaction after OUTBOX_LEASE_MS: the rows come back.
+        await eventually(
+          async () => {
+            await drainOutbox(deps, 0);
+            return feed.of('message.read', a).length === 2;
+          },
+          'the stalled instance’s rows published by this one',
+          OUTBOX_LEASE_MS * 4,
+        );
+        expect(Date.now() - since).toBeGreaterThanOrEqual(OUTBOX_LEASE_MS - 1000);
+        expect(feed.of('message.read', a).map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2]);
+        stall.release();
+        await stalled;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        expect(feed.of('message.read', a)).toHaveLength(2);
+      } finally {
+        stall.release();
+        feed.stop();
+        await other.close();
+      }
     },
   );
 

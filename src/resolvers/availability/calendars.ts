@@ -6,7 +6,7 @@ import { DomainError } from '../../errors.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
-import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
+import { enqueueEvent, merchantKey, publishOutbox, type Tx } from '../outbox.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { type BusinessHoursView, businessHoursAt, calendarInput, hhmmOf, toCalendar } from './business-hours.js';
 
@@ -115,10 +115,13 @@ export async function updateBusinessHours(
     const was = businessHoursAt(groupId ? (before.group ?? before.merchant) : before.merchant, now);
     const is = businessHoursAt(calendar, now);
     if (was.open !== is.open)
-      await enqueueEvent(tx, globalChannel(viewer.bid), 'business_hours.changed', { groupId, ...is });
+      await enqueueEvent(tx, merchantKey(viewer.merchantId), globalChannel(viewer.bid), 'business_hours.changed', {
+        groupId,
+        ...is,
+      });
   });
   await deps.configCache.announceChanged(viewer.merchantId);
-  await publishOutbox(deps);
+  await publishOutbox(deps, merchantKey(viewer.merchantId));
   return loadBusinessHours(deps, viewer, { groupId });
 }
 

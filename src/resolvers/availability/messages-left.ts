@@ -8,7 +8,7 @@ import { openConversation } from '../chat-rows.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
-import { enqueueEvent, publishOutbox } from '../outbox.js';
+import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireAdmin, requireOnlineReception, TICKET_AGENT, type VisitorViewer } from '../viewer.js';
 import { businessHoursAt } from './business-hours.js';
 import { calendarsOf } from './calendars.js';
@@ -107,12 +107,13 @@ export async function leaveMessage(
       nextOpenAt: why.nextOpenAt,
       notice,
     };
-    await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.message_left', data);
-    await enqueueEvent(tx, ctx.visitorChannel, 'conversation.message_left', data);
+    const key = visitorKey(ctx.conversation.visitorId);
+    await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.message_left', data);
+    await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.message_left', data);
     return true;
   });
   if (!done) return undefined;
-  await publishOutbox(deps);
+  await publishOutbox(deps, visitorKey(visitorId));
   return {
     reason: why.reason,
     notice,

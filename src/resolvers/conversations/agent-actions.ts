@@ -4,7 +4,7 @@ import { agents, conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { flag, parseInput } from '../inputs.js';
-import { publishOutbox } from '../outbox.js';
+import { publishOutbox, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
 import { assignInTx } from './assignment.js';
 import { id, requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
@@ -30,7 +30,7 @@ export async function claimConversation(deps: Deps, viewer: AgentViewer, given: 
       throw new DomainError('ALREADY_CLAIMED', 'This conversation already has an agent');
     return ctx.conversation.id;
   });
-  await publishOutbox(deps);
+  await publishOutbox(deps, visitorKey(visitorId));
   return viewOf(deps.db, conversationId, 'agent');
 }
 

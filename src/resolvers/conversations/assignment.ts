@@ -5,7 +5,7 @@ import { newId } from '../../ids.js';
 import { appendMessage, type ConversationContext, participantChannels, preview, toMessageView } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { enqueueWebhookEvent, webhookOutboxRow } from '../integration/webhooks/events.js';
-import { enqueueEvent, enqueueRows, type OutboxRow, outboxRow, rowsOf, type Tx } from '../outbox.js';
+import { enqueueEvent, enqueueRows, type OutboxRow, outboxRow, rowsOf, type Tx, visitorKey } from '../outbox.js';
 
 /**
  * Queued → active: one conversation (a claim) or a drain's whole pass at once. Both are a
@@ -56,10 +56,11 @@ export async function assignInTx(
   ctx.conversation = updated;
   await appendMessage(deps, tx, ctx, joinedMessage(agent, by));
   const data = assignedData(c, agent, by);
-  await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.assigned', data);
-  await enqueueEvent(tx, agentChannel(agent.id), 'conversation.assigned', data);
-  await enqueueEvent(tx, ctx.visitorChannel, 'conversation.assigned', data);
-  await enqueueWebhookEvent(tx, c.merchantId, c.id, 'conversation.assigned', data, now);
+  const key = visitorKey(c.visitorId);
+  await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.assigned', data);
+  await enqueueEvent(tx, key, agentChannel(agent.id), 'conversation.assigned', data);
+  await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.assigned', data);
+  await enqueueWebhookEvent(tx, key, c.merchantId, c.id, 'conversation.assigned', data, now);
   return true;
 }
 
@@ -133,15 +134,17 @@ export async function assignMany(
   const rows: OutboxRow[] = [];
   for (const { ctx, agent } of done) {
     const c = ctx.conversation;
+    const key = visitorKey(c.visitorId);
     const message = messageOf.get(c.id);
     if (message) {
-      for (const channel of participantChannels(ctx)) rows.push(outboxRow(channel, 'message.created', { message }));
-      rows.push(webhookOutboxRow(c.merchantId, c.id, 'message.created', { message }, now));
+      for (const channel of participantChannels(ctx))
+        rows.push(outboxRow(key, channel, 'message.created', { message }));
+      rows.push(webhookOutboxRow(key, c.merchantId, c.id, 'message.created', { message }, now));
     }
     const data = assignedData(c, agent, by);
     for (const channel of [globalChannel(ctx.bid), agentChannel(agent.id), ctx.visitorChannel])
-      rows.push(outboxRow(channel, 'conversation.assigned', data));
-    rows.push(webhookOutboxRow(c.merchantId, c.id, 'conversation.assigned', data, now));
+      rows.push(outboxRow(key, channel, 'conversation.assigned', data));
+    rows.push(webhookOutboxRow(key, c.merchantId, c.id, 'conversation.assigned', data, now));
   }
   await enqueueRows(tx, rows);
   return done.map((d) => d.ctx);

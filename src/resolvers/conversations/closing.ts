@@ -6,7 +6,7 @@ import { appendMessage, type ConversationContext, openConversation } from '../ch
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
+import { enqueueEvent, publishOutbox, type Tx, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
 import { drainQueueQuietly } from './queue.js';
@@ -40,7 +40,7 @@ export async function closeConversation(
     await closeInTx(deps, tx, ctx, viewer.kind);
     return ctx.conversation.id;
   });
-  await afterClose(deps, viewer.merchantId);
+  await afterClose(deps, viewer.merchantId, visitorId);
   return viewOf(deps.db, conversationId, viewer.kind);
 }
 
@@ -74,8 +74,8 @@ async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy:
     ...(updated.agentId ? [agentChannel(updated.agentId)] : []),
     ctx.visitorChannel,
   ])
-    await enqueueEvent(tx, channel, 'conversation.closed', data);
-  await enqueueWebhookEvent(tx, c.merchantId, c.id, 'conversation.closed', data, now);
+    await enqueueEvent(tx, visitorKey(c.visitorId), channel, 'conversation.closed', data);
+  await enqueueWebhookEvent(tx, visitorKey(c.visitorId), c.merchantId, c.id, 'conversation.closed', data, now);
   const [merchant] = await tx
     .select({ switches: merchants.switches })
     .from(merchants)
@@ -83,7 +83,7 @@ async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy:
   const rating = merchant?.switches.session_invite_rating === 'on';
   const resolved = merchant?.switches.session_invite_resolved === 'on';
   if (rating || resolved)
-    await enqueueEvent(tx, ctx.visitorChannel, 'conversation.rating_invited', {
+    await enqueueEvent(tx, visitorKey(c.visitorId), ctx.visitorChannel, 'conversation.rating_invited', {
       conversationId: c.id,
       rating,
       resolved,
@@ -91,8 +91,8 @@ async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy:
   return true;
 }
 
-async function afterClose(deps: Deps, merchantId: string) {
-  await publishOutbox(deps);
+async function afterClose(deps: Deps, merchantId: string, visitorId: string) {
+  await publishOutbox(deps, visitorKey(visitorId));
   await drainQueueQuietly(deps, { merchantId });
 }
 
@@ -118,6 +118,7 @@ export async function closeIdleConversations(deps: Deps): Promise<number> {
     .limit(500);
   let closed = 0;
   const merchantIds = new Set<string>();
+  const keys: string[] = [];
   for (const row of idle) {
     const done = await deps.db.transaction(async (tx) => {
       const ctx = await openConversation(tx, row.merchantId, row.visitorId, { lock: true });
@@ -138,9 +139,10 @@ export async function closeIdleConversations(deps: Deps): Promise<number> {
     if (done) {
       closed++;
       merchantIds.add(row.merchantId);
+      keys.push(visitorKey(row.visitorId));
     }
   }
-  if (closed > 0) await publishOutbox(deps);
+  if (closed > 0) await publishOutbox(deps, keys);
   for (const merchantId of merchantIds) await drainQueueQuietly(deps, { merchantId });
   return closed;
 }

@@ -4,7 +4,7 @@ import type { Deps } from '../../deps.js';
 import { groupOpenAt } from '../availability/calendars.js';
 import { chooseAgent, type RoutingPolicy } from '../availability/routing/policies.js';
 import { type ConversationContext, selectContexts } from '../chat-rows.js';
-import { publishOutbox, rowsOf, type Tx } from '../outbox.js';
+import { publishOutbox, rowsOf, type Tx, visitorKey } from '../outbox.js';
 import { TICKET_AGENT } from '../viewer.js';
 import { assignMany } from './assignment.js';
 
@@ -181,9 +181,9 @@ async function drainPass(
   merchantId: string,
   online: string[],
   preferred: PreferredAgent | undefined,
-): Promise<number> {
+): Promise<string[]> {
   const routing = await loadRouting(tx, merchantId, online);
-  if (!routing) return 0;
+  if (!routing) return [];
   const now = deps.now();
   // Decide every assignment of the pass first (in memory, on the counts read under the locks),
   // then write them all in a few statements.
@@ -217,7 +217,8 @@ async function drainPass(
   // The round-robin cursor lives in the group's row: the next drain, on any instance, continues from it.
   for (const [group, cursor] of cursors)
     await tx.update(agentGroups).set({ routingCursor: cursor }).where(eq(agentGroups.id, group));
-  return done.length;
+  // The order keys of the assigned conversations: their events are published after the commit.
+  return done.map((ctx) => visitorKey(ctx.conversation.visitorId));
 }
 
 /** Takes the merchant's drain lock for the transaction; `wait` blocks for it, else a busy lock answers false. */
@@ -249,8 +250,8 @@ async function drainUntilQuiet(deps: Deps, merchantId: string, preferred?: Prefe
     });
     if (assigned === null) return total;
     preferred = undefined;
-    if (assigned > 0) await publishOutbox(deps);
-    total += assigned;
+    if (assigned.length > 0) await publishOutbox(deps, assigned);
+    total += assigned.length;
     if ((await deps.kv.take(redoKey(merchantId))) === null) return total;
   }
   return total;

@@ -6,7 +6,7 @@ import { DomainError } from '../../errors.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
 import { flag, parseInput, text } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { publishOutbox } from '../outbox.js';
+import { publishOutbox, visitorKey } from '../outbox.js';
 import type { VisitorViewer } from '../viewer.js';
 import { id } from './context.js';
 import { type ConversationView, viewOf } from './view.js';
@@ -72,6 +72,7 @@ export async function rateConversation(deps: Deps, viewer: VisitorViewer, given:
     const rating = { score: input.score, resolved: input.resolved ?? null, comment: input.comment ?? null };
     await enqueueWebhookEvent(
       tx,
+      visitorKey(rated.visitorId),
       rated.merchantId,
       rated.id,
       'conversation.rated',
@@ -80,6 +81,6 @@ export async function rateConversation(deps: Deps, viewer: VisitorViewer, given:
     );
     return rated.id;
   });
-  await publishOutbox(deps);
+  await publishOutbox(deps, visitorKey(viewer.visitorId));
   return viewOf(deps.db, conversationId, 'visitor');
 }

@@ -3,7 +3,7 @@ import { agents, conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
-import { enqueueEvent, publishOutbox } from '../outbox.js';
+import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
 import { drainQueue } from './queue.js';
 import { enqueueQueued } from './routing.js';
 
@@ -18,6 +18,7 @@ import { enqueueQueued } from './routing.js';
 export async function requeueOfflineAgent(deps: Deps, agentId: string): Promise<number> {
   if ((await deps.presence.stateOf(agentId)) !== 'offline') return 0;
   const now = deps.now();
+  const keys: string[] = [];
   const { merchantId, moved } = await deps.db.transaction(async (tx) => {
     // Lock order: the agent's row first (as a drain or a claim does), then the conversations.
     const [agent] = await tx.select().from(agents).where(eq(agents.id, agentId)).for('update');
@@ -60,13 +61,14 @@ export async function requeueOfflineAgent(deps: Deps, agentId: string): Promise<
         reason: 'agent_offline' as const,
       };
       for (const channel of [globalChannel(ctx.bid), agentChannel(agentId), ctx.visitorChannel])
-        await enqueueEvent(tx, channel, 'conversation.requeued', data);
+        await enqueueEvent(tx, visitorKey(c.visitorId), channel, 'conversation.requeued', data);
       await enqueueQueued(tx, ctx);
+      keys.push(visitorKey(c.visitorId));
     }
     return { merchantId: agent.merchantId, moved: held.length };
   });
   if (moved === 0 || !merchantId) return 0;
-  await publishOutbox(deps);
+  await publishOutbox(deps, keys);
   await drainQueue(deps, merchantId);
   return moved;
 }

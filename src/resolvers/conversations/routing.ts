@@ -13,7 +13,7 @@ import { globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
 import { announceBot, firstResponderBot } from '../integration/bots/routing.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
+import { enqueueEvent, publishOutbox, type Tx, visitorKey } from '../outbox.js';
 import type { VisitorViewer } from '../viewer.js';
 import { id } from './context.js';
 import { drainQueue } from './queue.js';
@@ -66,7 +66,7 @@ export async function assignAgent(deps: Deps, viewer: VisitorViewer, given: Assi
   // A bot set as first responder takes the new conversation at once, at any hour (docs/integration.md "Bots").
   const bot = preferred ? undefined : await firstResponderBot(deps, viewer.merchantId, groupId);
   const created = await openNewConversation(deps, viewer.merchantId, viewer.visitorId, groupId, input.entryPage, bot);
-  if (created && bot) await publishOutbox(deps);
+  if (created && bot) await publishOutbox(deps, visitorKey(viewer.visitorId));
   else if (created) {
     // Nobody can answer (out of hours, nobody of the group online): kept as a message left, not routed.
     const nobody = await nobodyToAnswer(deps, viewer.merchantId, groupId);
@@ -152,7 +152,7 @@ export async function openNewConversation(
     const ctx = await openConversation(tx, merchantId, visitorId);
     if (!ctx) return undefined;
     const created = { conversationId: row.id, visitorId, state: row.state, groupId, botId: row.botId };
-    await enqueueWebhookEvent(tx, merchantId, row.id, 'conversation.created', created, now);
+    await enqueueWebhookEvent(tx, visitorKey(visitorId), merchantId, row.id, 'conversation.created', created, now);
     if (bot) await announceBot(deps, tx, ctx, bot);
     return row.id;
   });
@@ -171,13 +171,13 @@ export async function announceIfWaiting(deps: Deps, conversationId: string) {
       .from(conversations)
       .where(and(eq(conversations.id, conversationId), eq(conversations.state, 'queued')))
       .for('update');
-    if (!waiting) return false;
+    if (!waiting) return undefined;
     const ctx = await openConversation(tx, waiting.merchantId, waiting.visitorId);
-    if (!ctx || ctx.conversation.id !== conversationId) return false;
+    if (!ctx || ctx.conversation.id !== conversationId) return undefined;
     await enqueueQueued(tx, ctx);
-    return true;
+    return visitorKey(waiting.visitorId);
   });
-  if (announced) await publishOutbox(deps);
+  if (announced) await publishOutbox(deps, announced);
 }
 
 /** Writes `conversation.queued` (with the queue position) for the merchant's agents and the visitor. */
@@ -193,6 +193,7 @@ export async function enqueueQueued(tx: Tx, ctx: ConversationContext) {
     groupId: ctx.conversation.groupId,
     queuePosition: Number(position?.n ?? 1),
   };
-  await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.queued', data);
-  await enqueueEvent(tx, ctx.visitorChannel, 'conversation.queued', data);
+  const key = visitorKey(ctx.conversation.visitorId);
+  await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.queued', data);
+  await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.queued', data);
 }

@@ -8,7 +8,7 @@ import type { AgentBrief } from '../event-catalog.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, publishOutbox, type Tx } from '../outbox.js';
+import { enqueueEvent, publishOutbox, type Tx, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from '../viewer.js';
 import { id, requireMine, requireOpen } from './context.js';
 import { drainQueueQuietly } from './queue.js';
@@ -81,7 +81,7 @@ export async function transferConversation(
     await enqueueTransferred(deps, tx, ctx, c, to);
     return c.id;
   });
-  await publishOutbox(deps);
+  await publishOutbox(deps, visitorKey(input.visitorId));
   // The transferring agent's capacity freed up, and a re-queued conversation waits: serve the queue.
   await drainQueueQuietly(deps, { merchantId: viewer.merchantId });
   return viewOf(deps.db, conversationId, 'agent');
@@ -98,7 +98,8 @@ async function enqueueTransferred(
   const updated = ctx.conversation;
   const fromAgentId = before.agentId as string;
   // The old agent sees the system message too: it is the last thing of the conversation it gets.
-  await enqueueEvent(tx, agentChannel(fromAgentId), 'message.created', {
+  const key = visitorKey(before.visitorId);
+  await enqueueEvent(tx, key, agentChannel(fromAgentId), 'message.created', {
     message: await appendMessage(deps, tx, ctx, {
       senderType: 'system',
       senderId: '',
@@ -127,7 +128,7 @@ async function enqueueTransferred(
     ...(to ? [agentChannel(to.agentId)] : []),
     ctx.visitorChannel,
   ]))
-    await enqueueEvent(tx, channel, 'conversation.transferred', data);
-  await enqueueWebhookEvent(tx, before.merchantId, before.id, 'conversation.transferred', data, deps.now());
+    await enqueueEvent(tx, key, channel, 'conversation.transferred', data);
+  await enqueueWebhookEvent(tx, key, before.merchantId, before.id, 'conversation.transferred', data, deps.now());
   if (!to) await enqueueQueued(tx, ctx);
 }

@@ -9,7 +9,7 @@ import { announceIfWaiting } from '../../conversations/routing.js';
 import type { ConversationState } from '../../conversations/view.js';
 import { globalChannel } from '../../events.js';
 import { parseInput, required } from '../../inputs.js';
-import { enqueueEvent, publishOutbox, type Tx } from '../../outbox.js';
+import { enqueueEvent, publishOutbox, type Tx, visitorKey } from '../../outbox.js';
 import type { VisitorViewer } from '../../viewer.js';
 import { enqueueWebhookEvent } from '../webhooks/events.js';
 import type { BotViewer } from './viewer.js';
@@ -78,9 +78,10 @@ async function handOffInTx(
     groupId: c.groupId,
     reason,
   };
-  await enqueueEvent(tx, globalChannel(ctx.bid), 'conversation.handed_off', data);
-  await enqueueEvent(tx, ctx.visitorChannel, 'conversation.handed_off', data);
-  await enqueueWebhookEvent(tx, c.merchantId, c.id, 'conversation.handed_off', data, now);
+  const key = visitorKey(c.visitorId);
+  await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.handed_off', data);
+  await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.handed_off', data);
+  await enqueueWebhookEvent(tx, key, c.merchantId, c.id, 'conversation.handed_off', data, now);
   return true;
 }
 
@@ -104,7 +105,7 @@ async function handOff(
     return { conversationId: ctx.conversation.id, handedOff, state: ctx.conversation.state };
   });
   if (!result.handedOff) return result;
-  await publishOutbox(deps);
+  await publishOutbox(deps, visitorKey(visitorId));
   await drainQueueQuietly(deps, { merchantId });
   await announceIfWaiting(deps, result.conversationId);
   const [after] = await deps.db

@@ -40,22 +40,26 @@ export function webhookBody<N extends WebhookEventName>(name: N, data: EventData
 }
 
 /**
- * Queues a webhook event inside `tx` (delivered once `tx` commits). `orderKey`: deliveries of one
- * key go out in order per endpoint (the conversation id; the visitor id for visitor events).
+ * Queues a webhook event inside `tx` (delivered once `tx` commits). `outboxKey`: the outbox order
+ * key it rides with (the visitor's, as the channel events of the same change). `orderKey`:
+ * deliveries of one key go out in order per endpoint (the conversation id; the visitor id for
+ * visitor events).
  */
 export async function enqueueWebhookEvent<N extends WebhookEventName>(
   tx: Tx,
+  outboxKey: string,
   merchantId: string,
   orderKey: string,
   name: N,
   data: EventData<N>,
   at: number,
 ) {
-  await tx.insert(eventOutbox).values(webhookOutboxRow(merchantId, orderKey, name, data, at));
+  await tx.insert(eventOutbox).values(webhookOutboxRow(outboxKey, merchantId, orderKey, name, data, at));
 }
 
-/** The outbox row of a webhook event (for `enqueueRows`, several in one statement). */
+/** The outbox row of a webhook event (for `enqueueRows`, several in one statement), under `outboxKey`. */
 export function webhookOutboxRow<N extends WebhookEventName>(
+  outboxKey: string,
   merchantId: string,
   orderKey: string,
   name: N,
@@ -63,7 +67,7 @@ export function webhookOutboxRow<N extends WebhookEventName>(
   at: number,
 ): OutboxRow {
   const payload: OutboxWebhook = { key: orderKey, body: webhookBody(name, data, at) };
-  return { channel: `${WEBHOOK_CHANNEL_PREFIX}${merchantId}`, event: name, data: payload };
+  return { orderKey: outboxKey, channel: `${WEBHOOK_CHANNEL_PREFIX}${merchantId}`, event: name, data: payload };
 }
 
 export const isWebhookOutboxRow = (row: { channel: string }) => row.channel.startsWith(WEBHOOK_CHANNEL_PREFIX);
