@@ -217,6 +217,7 @@ const twins = (): Record<string, Twin> => ({
   'merchant settings': { as: 'agent', rest: '/agent/admin/settings', gql: 'merchantSettings' },
   'api keys': { as: 'agent', rest: '/agent/apikey/list', gql: 'apiKeys' },
   // The demo merchant has no routing rule: both answers are compared as the empty list.
+  bots: { as: 'agent', rest: '/agent/bot/list', gql: 'bots', count: 1 },
   'routing rules': {
     as: 'agent',
     rest: '/agent/admin/routing-rules',
@@ -347,6 +348,8 @@ beforeAll(async () => {
   await ok('/agent/canned/create', { shortcut: 'thx', content: 'Thank you', scope: 'merchant' });
   const hook = await ok('/agent/webhook/create', { url: 'http://127.0.0.1:9/hook', events: 'message.created' });
   ids.webhook = hook.endpoint.id;
+  // Last: a bot answers new conversations first, and every conversation above is already claimed.
+  await ok('/agent/bot/create', { name: 'Robo' });
   apiKey = (await ok('/agent/apikey/create', { name: 'differential', scopes: 'conversations:read' })).key;
 
   for (const [name, twin] of Object.entries(twins())) {
