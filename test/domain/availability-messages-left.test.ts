@@ -1,6 +1,12 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { conversations, merchants } from '../../src/db/schema.js';
+import { prepareUpload, uploaderOf } from '../../src/resolvers/attachments/policy.js';
+import { receiveUpload } from '../../src/resolvers/attachments/upload.js';
 import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
 import {
   leaveContactDetails,
@@ -13,6 +19,7 @@ import { drainQueue } from '../../src/resolvers/conversations/queue.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
+import { createObjectStorage } from '../../src/stores/storage/index.js';
 import { codeOf, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** When nobody can answer, nothing is refused: the conversation is kept as a message left (docs/availability.md). */
@@ -135,5 +142,59 @@ describe('messages left: out of hours', () => {
       deps.now = real;
     }
     await online.disconnect();
+  });
+});
+
+describe('messages left: attachments', () => {
+  it("a visitor leaving a message attaches a file within the merchant's limits; the agent sees it in the list and the history", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'parley-messages-left-'));
+    const config = { ...deps.config, attachments: { ...deps.config.attachments, driver: 'local' as const, dir } };
+    const storage = await createObjectStorage(config.attachments);
+    const d = { ...deps, config, storage };
+    try {
+      const m = await f.merchant({ switches: { upload_file: 'on', upload_img: 'on' } });
+      await deps.db.update(merchants).set({ fileMaxBytes: 3000 }).where(eq(merchants.id, m.merchantId));
+      deps.configCache.invalidate(m.merchantId);
+      const visitor = await f.visitor(m);
+      const assigned = await assignAgent(d, visitor);
+      expect([assigned.state, assigned.messageLeft?.reason]).toEqual(['queued', 'no_agent']);
+      await sendMessage(d, visitor, { clientMsgId: 'q1', content: 'The invoice is attached' });
+
+      const uploader = uploaderOf(visitor);
+      // Over the merchant's limit: refused, as in any conversation.
+      const big = await prepareUpload(d, uploader, { declaredKind: 'file' });
+      expect(big.maxBytes).toBe(3000);
+      expect(
+        await codeOf(
+          receiveUpload(d, storage, uploader, big, {
+            stream: Readable.from([Buffer.alloc(4000, 0x61)]),
+            name: 'big.txt',
+          }),
+        ),
+      ).toBe('PAYLOAD_TOO_LARGE');
+      // Within it: stored and sent while nobody can answer; the conversation stays a message left.
+      const policy = await prepareUpload(d, uploader, { declaredKind: 'file' });
+      const file = await receiveUpload(d, storage, uploader, policy, {
+        stream: Readable.from([Buffer.from('invoice 1234\n')]),
+        name: 'invoice.txt',
+      });
+      const sent = await sendMessage(d, visitor, { clientMsgId: 'q2', type: 'file', attachmentId: file.attachmentId });
+      expect(sent.conversationState).toBe('queued');
+
+      // The agent finds it in the messages left, its last message the attachment, and in the history.
+      const agent = await f.agent(m);
+      const left = (await listMessagesLeft(d, agent)).nodes.find((n) => n.conversationId === assigned.conversationId);
+      expect(left?.lastSeq).toBe(2);
+      expect(left?.items).toMatchObject([{ seq: 2, type: 'file', sender_type: 'visitor' }]);
+      const history = await listMessages(d, agent, { visitorId: visitor.visitorId });
+      const withFile = history.messages.filter((x) => x.attachment);
+      expect(withFile.map((x) => [x.senderType, x.type, x.attachment?.attachmentId, x.attachment?.name])).toEqual([
+        ['visitor', 'file', file.attachmentId, 'invoice.txt'],
+      ]);
+      expect(withFile[0]?.attachment?.size).toBe(13);
+    } finally {
+      await storage.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
