@@ -1,6 +1,12 @@
 import { asc, desc, eq, sql } from 'drizzle-orm';
 import { preparedQuery } from '../db/prepared.js';
-import { agentGroups, type Merchant, merchants, visitorAttributeDefs } from '../db/schema.js';
+import {
+  agentGroups,
+  type BusinessHoursCalendar,
+  type Merchant,
+  merchants,
+  visitorAttributeDefs,
+} from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { type EventData, toWire } from './event-catalog.js';
 import { isEditable, type VisitorAttributeDef } from './merchant.js';
@@ -36,7 +42,7 @@ const RESUBSCRIBE_MS = 1_000;
 interface MerchantConfig {
   merchant: Merchant;
   /** Default group first, then by position and name. */
-  groups: { id: string; name: string; isDefault: boolean }[];
+  groups: { id: string; name: string; isDefault: boolean; businessHours: BusinessHoursCalendar | null }[];
   /** In display order. */
   attributeDefs: VisitorAttributeDef[];
 }
@@ -111,7 +117,7 @@ export async function loadMerchantConfig(deps: Pick<Deps, 'db'>, merchantId: str
   if (!merchant) return undefined;
   return {
     merchant,
-    groups: groups.map((g) => ({ id: g.id, name: g.name, isDefault: g.isDefault })),
+    groups: groups.map((g) => ({ id: g.id, name: g.name, isDefault: g.isDefault, businessHours: g.businessHours })),
     attributeDefs: defs.map((d) => ({
       key: d.key,
       label: d.label,

@@ -143,8 +143,12 @@ export async function loadVisitorBootstrap(
       paid: merchant.paid,
       contactFields: merchant.contactFields,
     },
-    // Computed at every bootstrap from the calendar, never a cached flag.
-    businessHours: businessHoursAt(merchant.businessHours, deps.now()),
+    // Computed at every bootstrap from the calendar, never a cached flag: the visitor's group is the
+    // default group (new conversations go to it), so its own calendar, else the merchant's.
+    businessHours: businessHoursAt(
+      config.groups.find((g) => g.isDefault)?.businessHours ?? merchant.businessHours,
+      deps.now(),
+    ),
   };
 }
 

@@ -70,7 +70,10 @@ const visitorBootstrapData = z
             timezone: z.string().openapi({ description: 'IANA time zone of the calendar (UTC without one).' }),
           })
           .strict()
-          .openapi({ description: 'The merchant’s business hours, evaluated now (docs/availability.md).' }),
+          .openapi({
+            description:
+              'The business hours of the visitor’s group (the default group’s own calendar, else the merchant’s), evaluated now (docs/availability.md).',
+          }),
       })
       .strict(),
   })

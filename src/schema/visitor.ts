@@ -116,7 +116,8 @@ const VisitorBootstrapType = builder.objectRef<VisitorBootstrap>('VisitorBootstr
     businessHours: t.field({
       type: BusinessHours,
       resolve: (b) => b.businessHours,
-      description: 'Whether the merchant is open now and when it opens next (legacy `setting.business_hours`).',
+      description:
+        "Whether the visitor's group (the default group: its own calendar, else the merchant's) is open now and when it opens next (legacy `setting.business_hours`).",
     }),
   }),
 });

@@ -91,6 +91,27 @@ describe('business hours: setting them', () => {
     expect(await codeOf(updateBusinessHours(deps, admin, { ...input, timezone: 'Moon/Base' }))).toBe('BAD_USER_INPUT');
   });
 
+  it("the bootstrap tells the visitor's group: the default group's own calendar, else the merchant's", async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const visitor = await f.visitor(m);
+    const [group] = await deps.db
+      .select()
+      .from(agentGroups)
+      .where(and(eq(agentGroups.merchantId, m.merchantId), eq(agentGroups.isDefault, true)));
+    const merchantOpens = Math.ceil((Date.now() + 120 * MIN) / MIN) * MIN;
+    await updateBusinessHours(deps, admin, { timezone: 'UTC', weekly: daily(merchantOpens, 60) });
+    const bootstrap = async () => (await loadVisitorBootstrap(deps, visitor, { wsAddress: 'ws://x' })).businessHours;
+    expect(await bootstrap()).toEqual({ open: false, nextOpenAt: merchantOpens / 1000, timezone: 'UTC' });
+    const own = await updateBusinessHours(deps, admin, {
+      groupId: group?.id,
+      timezone: 'Europe/Paris',
+      weekly: [1, 2, 3, 4, 5, 6, 7].map((day) => ({ day, start: '00:00', end: '00:01' })),
+    });
+    expect(await bootstrap()).toEqual(own.state);
+    expect((await bootstrap()).timezone).toBe('Europe/Paris');
+  });
+
   it('a change that closes the merchant now tells the workbench at once', async () => {
     const m = await f.merchant();
     const admin = await f.agent(m, { level: 'admin' });
@@ -141,6 +162,39 @@ describe('business hours: the open/close event at the boundary', () => {
     } finally {
       rec.stop();
       await Promise.all([one.stop(), two.stop()]);
+    }
+  });
+
+  it("visitors get the boundaries of the calendar they follow: the default group's own over the merchant's", async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const visitor = await f.visitor(m);
+    const [group] = await deps.db
+      .select()
+      .from(agentGroups)
+      .where(and(eq(agentGroups.merchantId, m.merchantId), eq(agentGroups.isDefault, true)));
+    const boundary = Math.ceil((Date.now() + 2 * MIN) / MIN) * MIN;
+    const shift = boundary - 1500 - Date.now();
+    const clock: Deps = { ...deps, now: () => Date.now() + shift };
+    // Both calendars open at the same instant: the visitor is told once, by its group's.
+    await updateBusinessHours(clock, admin, { timezone: 'UTC', weekly: daily(boundary, 5) });
+    await updateBusinessHours(clock, admin, { groupId: group?.id, timezone: 'UTC', weekly: daily(boundary, 10) });
+    const rec = recordEvents(deps, [globalChannel(m.bid), visitor.channel]);
+    await rec.ready;
+    const local = () => [{ channel: visitor.channel, merchantId: m.merchantId }];
+    const one = createHoursScheduler(clock, { localVisitorChannels: local, reloadMs: 60_000 });
+    await one.reload();
+    one.start();
+    try {
+      await eventually(() => rec.of('business_hours.changed', globalChannel(m.bid)).length === 2, 'both calendars');
+      await eventually(() => rec.of('business_hours.changed', visitor.channel).length === 1, 'the visitor’s event');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(rec.of('business_hours.changed', visitor.channel).map((e) => e.data)).toEqual([
+        { group_id: group?.id, open: true, next_open_at: null, timezone: 'UTC' },
+      ]);
+    } finally {
+      rec.stop();
+      await one.stop();
     }
   });
 });

@@ -41,6 +41,8 @@ interface Entry {
   merchantId: string;
   bid: string;
   groupId: string | null;
+  /** Whether the merchant's visitors follow this calendar (the default group's own, else the merchant's). */
+  visitors: boolean;
   calendar: BusinessHoursCalendar;
   json: string;
   /** Unix ms of the next boundary, null when none within the horizon. */
@@ -70,22 +72,30 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
           merchantId: agentGroups.merchantId,
           bid: merchants.bid,
           hours: agentGroups.businessHours,
+          isDefault: agentGroups.isDefault,
         })
         .from(agentGroups)
         .innerJoin(merchants, eq(merchants.id, agentGroups.merchantId))
         .where(isNotNull(agentGroups.businessHours)),
     ]);
     const now = deps.now();
-    const make = (merchantId: string, bid: string, groupId: string | null, calendar: BusinessHoursCalendar): Entry => {
+    const ownDefault = new Set(gs.filter((g) => g.isDefault).map((g) => g.merchantId));
+    const make = (
+      merchantId: string,
+      bid: string,
+      groupId: string | null,
+      calendar: BusinessHoursCalendar,
+      visitors: boolean,
+    ): Entry => {
       const json = JSON.stringify(calendar);
       const old = entries.get(`${merchantId}/${groupId ?? ''}`);
       // An unchanged calendar keeps its pending boundary (it may be due right now).
       const next = old && old.json === json ? old.next : nextChangeAt(calendar, now);
-      return { merchantId, bid, groupId, calendar, json, next };
+      return { merchantId, bid, groupId, visitors, calendar, json, next };
     };
     return [
-      ...ms.flatMap((m) => (m.hours ? [make(m.id, m.bid, null, m.hours)] : [])),
-      ...gs.flatMap((g) => (g.hours ? [make(g.merchantId, g.bid, g.id, g.hours)] : [])),
+      ...ms.flatMap((m) => (m.hours ? [make(m.id, m.bid, null, m.hours, !ownDefault.has(m.id))] : [])),
+      ...gs.flatMap((g) => (g.hours ? [make(g.merchantId, g.bid, g.id, g.hours, g.isDefault)] : [])),
     ];
   }
 
@@ -139,8 +149,8 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
         );
       for (const a of staff) await publishQuietly(deps, agentChannel(a.id), 'business_hours.changed', state);
     }
-    // Visitors follow the merchant's calendar (docs/availability.md).
-    if (e.groupId !== null) return;
+    // Visitors follow the default group's own calendar, else the merchant's (docs/availability.md).
+    if (!e.visitors) return;
     for (const local of opts.localVisitorChannels?.() ?? []) {
       if (local.merchantId !== e.merchantId) continue;
       if (await deps.kv.setIfAbsent(`business-hours:${local.channel}:${boundary}`, '1', DEDUPE_TTL_SECONDS))
