@@ -148,14 +148,17 @@ describe('connections', () => {
 
   it('within the grace period a closed connection still counts: a reload does not flap', async () => {
     const w = await watched();
-    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 0.3 } });
+    // A grace of 2 s, so a loaded machine cannot let it pass before the checks below; the sweep
+    // looks at the moment of the close (its clock pinned there), as it would just after a reload.
+    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 2 } });
+    const closedAt = Date.now();
     await tracker.disconnected(await tracker.connected(w.agent));
-    await settleExpiredPresence(deps);
+    await settleExpiredPresence({ ...deps, now: () => closedAt });
     expect(await readAgentState(deps, w.agent.agent)).toBe('online');
     // close() drops the pending grace timer: nothing is settled after shutdown. An absence shows
-    // only past the moment: wait well beyond the timer (300 ms), then for anything it published.
+    // only past the moment: wait well beyond the timer (2 s), then for anything it published.
     await tracker.close();
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     await w.settled();
     expect(w.states()).toEqual([['online', 'connected']]);
     w.recorder.stop();
