@@ -154,6 +154,18 @@ const legacyRead = (r: ReadResult): z.input<typeof readData> => ({
 
 const typingData = z.object({ published: z.boolean() }).strict();
 
+/** A page of conversations, as /agent/chat/list and the API keys' /api/conversation/list answer it. */
+export const conversationPageData = z
+  .object({ list: z.array(conversationData), has_next_page: z.boolean(), end_cursor: z.string().nullable() })
+  .strict();
+export const legacyConversationPage = (
+  page: Awaited<ReturnType<typeof listConversations>>,
+): z.input<typeof conversationPageData> => ({
+  list: page.nodes.map(legacyConversation),
+  has_next_page: page.hasNextPage,
+  end_cursor: page.endCursor,
+});
+
 export const exampleMessage = {
   id: 'msg_3f9a1c2b7d',
   conversation_id: 'c_8e1f0a9b2c',
@@ -186,6 +198,12 @@ export const exampleConversation: z.input<typeof conversationData> = {
   closed_by: null,
   rating: null,
 };
+export const exampleConversationPage: z.input<typeof conversationPageData> = {
+  list: [exampleConversation],
+  has_next_page: false,
+  end_cursor: 'WzE3MDAwMDAwMDAsImNfMSJd',
+};
+
 export const examplePage = {
   messages: [exampleMessage],
   has_more: false,
@@ -402,14 +420,9 @@ export const chatEndpoints: AnyRoute[] = [
       'scope mine (default), queue (oldest first) or all (administrators); cursor-paginated with after; label_id: only the conversations carrying that label.',
     input: agentChatListInput,
     requestExample: { scope: 'mine', limit: 20 },
-    output: z
-      .object({ list: z.array(conversationData), has_next_page: z.boolean(), end_cursor: z.string().nullable() })
-      .strict(),
-    example: { list: [exampleConversation], has_next_page: false, end_cursor: 'WzE3MDAwMDAwMDAsImNfMSJd' },
-    async handle({ deps, viewer, input }) {
-      const page = await listConversations(deps, viewer, input);
-      return { list: page.nodes.map(legacyConversation), has_next_page: page.hasNextPage, end_cursor: page.endCursor };
-    },
+    output: conversationPageData,
+    example: exampleConversationPage,
+    handle: async ({ deps, viewer, input }) => legacyConversationPage(await listConversations(deps, viewer, input)),
   }),
   jsonRoute({
     method: 'post',

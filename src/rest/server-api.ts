@@ -5,9 +5,12 @@ import { publishMerchantEvent } from '../resolvers/integration/api-keys/publish.
 import { listMessages } from '../resolvers/messages.js';
 import {
   conversationData,
+  conversationPageData,
   exampleConversation,
+  exampleConversationPage,
   examplePage,
   legacyConversation,
+  legacyConversationPage,
   legacyPage,
   pageData,
 } from './chat.js';
@@ -33,14 +36,9 @@ export const serverApiEndpoints: AnyRoute[] = [
       'scope all (default: every conversation, newest first) or queue (queued, oldest first); cursor-paginated with after; label_id: only those carrying that label.',
     input: agentChatListInput,
     requestExample: { scope: 'all', limit: 20 },
-    output: z
-      .object({ list: z.array(conversationData), has_next_page: z.boolean(), end_cursor: z.string().nullable() })
-      .strict(),
-    example: { list: [exampleConversation], has_next_page: false, end_cursor: 'WzE3MDAwMDAwMDAsImNfMSJd' },
-    async handle({ deps, viewer, input }) {
-      const page = await listConversations(deps, viewer, input);
-      return { list: page.nodes.map(legacyConversation), has_next_page: page.hasNextPage, end_cursor: page.endCursor };
-    },
+    output: conversationPageData,
+    example: exampleConversationPage,
+    handle: async ({ deps, viewer, input }) => legacyConversationPage(await listConversations(deps, viewer, input)),
   }),
   jsonRoute({
     method: 'get',
