@@ -1,30 +1,20 @@
 import { z } from 'zod';
-import { required } from '../resolvers/inputs.js';
-import { type ApiKeyView, createApiKey, listApiKeys, revokeApiKey } from '../resolvers/integration/api-keys/keys.js';
+import {
+  type ApiKeyView,
+  apiKeyIdInput,
+  createApiKey,
+  createApiKeyInput,
+  listApiKeys,
+  revokeApiKey,
+} from '../resolvers/integration/api-keys/keys.js';
 import { apiKeyScopeNames } from '../resolvers/integration/api-keys/scopes.js';
+import { formInt, formList, legacyInput } from './legacy-input.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 
 /**
  * `/agent/apikey/*`: the merchant's API keys, for its admins (docs/integration.md "API keys");
  * the same domain functions as the GraphQL fields.
  */
-
-/** A list, also as the comma-separated string a form sends. */
-const list = z.preprocess(
-  (v) =>
-    typeof v === 'string'
-      ? v
-          .split(',')
-          .map((s) => s.trim())
-          .filter(Boolean)
-      : v,
-  z.array(z.string().max(64)).max(20),
-);
-/** Unix ms, also as the string a form sends. */
-const unixMs = z.preprocess(
-  (v) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v),
-  z.number().int().positive().max(8.64e15),
-);
 
 const apiKeyData = z
   .object({
@@ -75,9 +65,11 @@ export const apiKeyEndpoints: AnyRoute[] = [
     summary: 'Create an API key',
     description: `\`scopes\`: a list (or comma-separated in a form) of ${apiKeyScopeNames.map((s) => `\`${s}\``).join(', ')}. \`expires_at\`: Unix ms, optional. The key is answered here only.`,
     errors: { ...adminOnly, 409: 'The merchant holds 50 live keys: revoke one first (1409).' },
-    input: z
-      .object({ name: required(100), scopes: list, expires_at: unixMs.optional() })
-      .transform((i) => ({ name: i.name, scopes: i.scopes, expiresAt: i.expires_at })),
+    input: legacyInput(
+      createApiKeyInput,
+      { name: 'name', scopes: 'scopes', expires_at: 'expiresAt' },
+      { form: { scopes: formList, expires_at: formInt } },
+    ),
     requestExample: { name: 'CRM sync', scopes: ['conversations:read', 'webhooks:manage'] },
     output: z
       .object({
@@ -113,7 +105,7 @@ export const apiKeyEndpoints: AnyRoute[] = [
     summary: 'Revoke an API key',
     description: 'Refused at once on every instance from then on. Revoking a revoked key answers it unchanged.',
     errors: adminOnly,
-    input: z.object({ id: required(64) }),
+    input: legacyInput(apiKeyIdInput, { id: 'id' }),
     requestExample: { id: exampleKey.id },
     output: apiKeyData,
     example: { ...exampleKey, revoked_at: 1764160000000 },

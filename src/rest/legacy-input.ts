@@ -11,6 +11,14 @@ import { z } from 'zod';
 export const formInt = (v: unknown) => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v);
 /** A boolean, also as `true`/`false`/`1`/`0` from a form. */
 export const formBool = (v: unknown) => (v === 'true' || v === '1' ? true : v === 'false' || v === '0' ? false : v);
+/** A list, also as the comma-separated string a form sends (`a, b`). */
+export const formList = (v: unknown) =>
+  typeof v === 'string'
+    ? v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : v;
 
 type Coercion = (v: unknown) => unknown;
 type ShapeOf<S> = S extends z.ZodObject<infer T> ? T : S extends z.ZodEffects<infer I> ? ShapeOf<I> : never;

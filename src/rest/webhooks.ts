@@ -1,44 +1,33 @@
 import { z } from 'zod';
-import { required, text } from '../resolvers/inputs.js';
 import {
+  createEndpointInput,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
+  endpointIdInput,
   listWebhookEndpoints,
   rotateWebhookSecret,
   setWebhookEndpointDisabled,
   type WebhookEndpointView,
 } from '../resolvers/integration/webhooks/endpoints.js';
 import {
+  deliveriesInput,
   listWebhookDeliveries,
   MAX_LOG_PAGE,
   redeliverFailedWebhooks,
+  redeliverInput,
+  redeliverRangeInput,
   redeliverWebhook,
   testWebhookEndpoint,
   type WebhookDeliveryView,
 } from '../resolvers/integration/webhooks/log.js';
-import { type AnyRoute, jsonRoute } from './route.js';
+import { formInt, formList, legacyInput } from './legacy-input.js';
+import { type AnyRoute, type JsonRoute, jsonRoute } from './route.js';
 
 /**
  * `/agent/webhook/*`: the merchant's webhook endpoints and delivery log, for its admins and its
  * API keys with `webhooks:manage` (docs/integration.md "Webhooks"); the same domain functions as
  * the GraphQL fields.
  */
-
-const id = required(64);
-/** An integer, also as the string a form sends. */
-const int = (min: number, max: number) =>
-  z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v), z.number().int().min(min).max(max));
-/** A list, also as the comma-separated string a form sends. */
-const list = z.preprocess(
-  (v) =>
-    typeof v === 'string'
-      ? v
-          .split(',')
-          .map((s) => s.trim())
-          .filter(Boolean)
-      : v,
-  z.array(z.string().max(64)).max(20),
-);
 
 const endpointData = z
   .object({
@@ -132,26 +121,32 @@ const exampleDelivery: z.input<typeof deliveryData> = {
 };
 const exampleSecret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
-const endpointIdInput = z.object({ endpoint_id: id }).transform((i) => ({ endpointId: i.endpoint_id }));
-const tag = 'Webhooks (admin)';
-const adminOnly = {
-  403: 'Not an admin of the merchant (1403), or an API key without `webhooks:manage` (1412).',
-};
+const endpointIdFields = legacyInput(endpointIdInput, { endpoint_id: 'endpointId' });
 
-export const webhookEndpoints: AnyRoute[] = [
-  jsonRoute({
-    method: 'post',
-    path: '/agent/webhook/create',
+/** Every webhook operation: an admin's Session or an API key with `webhooks:manage`. */
+const webhookRoute = <O extends z.ZodTypeAny, S extends z.ZodTypeAny | undefined = undefined>(
+  route: Omit<JsonRoute<'adminOrApiKey', S, O>, 'identity' | 'scope' | 'tag' | 'errors'>,
+) =>
+  jsonRoute<'adminOrApiKey', O, S>({
     identity: 'adminOrApiKey',
     scope: 'webhooks:manage',
-    tag,
+    tag: 'Webhooks (admin)',
+    errors: { 403: 'Not an admin of the merchant (1403), or an API key without `webhooks:manage` (1412).' },
+    ...route,
+  });
+
+export const webhookEndpoints: AnyRoute[] = [
+  webhookRoute({
+    method: 'post',
+    path: '/agent/webhook/create',
     summary: 'Register a webhook endpoint',
     description:
       'https (http outside production); private and loopback addresses refused unless WEBHOOK_ALLOW_PRIVATE=on. `events`: a list, or comma-separated in a form. The secret is answered here only.',
-    errors: adminOnly,
-    input: z
-      .object({ url: required(2048), events: list, description: text(200).optional() })
-      .transform((i) => ({ url: i.url, events: i.events, description: i.description })),
+    input: legacyInput(
+      createEndpointInput,
+      { url: 'url', events: 'events', description: 'description' },
+      { form: { events: formList } },
+    ),
     requestExample: {
       url: exampleEndpoint.url,
       events: ['message.created', 'conversation.closed'],
@@ -164,32 +159,22 @@ export const webhookEndpoints: AnyRoute[] = [
       return { endpoint: legacyEndpoint(r.endpoint), secret: r.secret };
     },
   }),
-  jsonRoute({
+  webhookRoute({
     method: 'get',
     path: '/agent/webhook/list',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'The merchant’s webhook endpoints',
-    errors: adminOnly,
     output: z.array(endpointData),
     example: [exampleEndpoint],
     async handle({ deps, viewer }) {
       return (await listWebhookEndpoints(deps, viewer)).map(legacyEndpoint);
     },
   }),
-  jsonRoute({
+  webhookRoute({
     method: 'get',
     path: '/agent/webhook/deliveries',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'An endpoint’s delivery log',
     description: `Newest first; \`first\` 1–${MAX_LOG_PAGE} (20 by default).`,
-    errors: adminOnly,
-    input: z
-      .object({ endpoint_id: id, first: int(1, MAX_LOG_PAGE).optional() })
-      .transform((i) => ({ endpointId: i.endpoint_id, first: i.first })),
+    input: legacyInput(deliveriesInput, { endpoint_id: 'endpointId', first: 'first' }, { form: { first: formInt } }),
     requestExample: { endpoint_id: exampleEndpoint.id },
     output: z.array(deliveryData),
     example: [exampleDelivery],
@@ -197,16 +182,12 @@ export const webhookEndpoints: AnyRoute[] = [
       return (await listWebhookDeliveries(deps, viewer, input)).map(legacyDelivery);
     },
   }),
-  jsonRoute({
+  webhookRoute({
     method: 'post',
     path: '/agent/webhook/redeliver',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'Send one delivery again',
     description: 'A delivered or failed delivery, under the same `webhook-id`, with a fresh retry schedule.',
-    errors: adminOnly,
-    input: z.object({ delivery_id: id }).transform((i) => ({ deliveryId: i.delivery_id })),
+    input: legacyInput(redeliverInput, { delivery_id: 'deliveryId' }),
     requestExample: { delivery_id: exampleDelivery.id },
     output: deliveryData,
     example: { ...exampleDelivery, state: 'pending', attempts: 0, next_attempt_at: 1764150000000 },
@@ -214,18 +195,16 @@ export const webhookEndpoints: AnyRoute[] = [
       return legacyDelivery(await redeliverWebhook(deps, viewer, input));
     },
   }),
-  jsonRoute({
+  webhookRoute({
     method: 'post',
     path: '/agent/webhook/redeliver_failed',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'Send again the failed deliveries of a time range',
     description: 'Every failed delivery of the endpoint created in [since, until) (Unix ms); answers how many.',
-    errors: adminOnly,
-    input: z
-      .object({ endpoint_id: id, since: int(0, 2 ** 53 - 1), until: int(1, 2 ** 53 - 1) })
-      .transform((i) => ({ endpointId: i.endpoint_id, since: i.since, until: i.until })),
+    input: legacyInput(
+      redeliverRangeInput,
+      { endpoint_id: 'endpointId', since: 'since', until: 'until' },
+      { form: { since: formInt, until: formInt } },
+    ),
     requestExample: { endpoint_id: exampleEndpoint.id, since: 1764100000000, until: 1764150000000 },
     output: z.object({ redelivered: z.number().int() }).strict(),
     example: { redelivered: 3 },
@@ -233,17 +212,13 @@ export const webhookEndpoints: AnyRoute[] = [
       return { redelivered: await redeliverFailedWebhooks(deps, viewer, input) };
     },
   }),
-  jsonRoute({
+  webhookRoute({
     method: 'post',
     path: '/agent/webhook/rotate',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'Rotate an endpoint’s signing secret',
     description:
       'The new secret is answered once; the previous one signs beside it for WEBHOOK_SECRET_OVERLAP_SECONDS.',
-    errors: adminOnly,
-    input: endpointIdInput,
+    input: endpointIdFields,
     requestExample: { endpoint_id: exampleEndpoint.id },
     output: withSecretData,
     example: { endpoint: { ...exampleEndpoint, previous_secret_until: 1764236400000 }, secret: exampleSecret },
@@ -252,15 +227,11 @@ export const webhookEndpoints: AnyRoute[] = [
       return { endpoint: legacyEndpoint(r.endpoint), secret: r.secret };
     },
   }),
-  jsonRoute({
+  webhookRoute({
     method: 'post',
     path: '/agent/webhook/delete',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'Delete an endpoint and its delivery log',
-    errors: adminOnly,
-    input: endpointIdInput,
+    input: endpointIdFields,
     requestExample: { endpoint_id: exampleEndpoint.id },
     output: z.array(z.unknown()).max(0),
     example: [],
@@ -270,19 +241,15 @@ export const webhookEndpoints: AnyRoute[] = [
     },
   }),
   ...(['disable', 'enable'] as const).map((action) =>
-    jsonRoute({
+    webhookRoute({
       method: 'post',
       path: `/agent/webhook/${action}`,
-      identity: 'adminOrApiKey',
-      scope: 'webhooks:manage',
-      tag,
       summary: action === 'disable' ? 'Disable an endpoint' : 'Enable an endpoint',
       description:
         action === 'disable'
           ? 'No new events are queued for it; pending deliveries wait.'
           : 'Deliveries resume; the circuit is closed.',
-      errors: adminOnly,
-      input: endpointIdInput,
+      input: endpointIdFields,
       requestExample: { endpoint_id: exampleEndpoint.id },
       output: endpointData,
       example: { ...exampleEndpoint, disabled: action === 'disable' },
@@ -293,16 +260,12 @@ export const webhookEndpoints: AnyRoute[] = [
       },
     }),
   ),
-  jsonRoute({
+  webhookRoute({
     method: 'post',
     path: '/agent/webhook/test',
-    identity: 'adminOrApiKey',
-    scope: 'webhooks:manage',
-    tag,
     summary: 'Send a test ping',
     description: 'Queues a `webhook.test` delivery to the endpoint; follow it in the delivery log.',
-    errors: adminOnly,
-    input: endpointIdInput,
+    input: endpointIdFields,
     requestExample: { endpoint_id: exampleEndpoint.id },
     output: deliveryData,
     example: { ...exampleDelivery, state: 'pending', attempts: 0, last_status: null, next_attempt_at: 1764150000000 },
