@@ -34,6 +34,8 @@ const settingsData = z
     max_concurrent_chats: z.number().int(),
     history_only_mine: z.boolean(),
     settings_version: z.number().int(),
+    // The switches flat too, by the visitor bootstrap's keys (setting.voice, setting.upload_img…).
+    ...Object.fromEntries(switchKeys.map(([, key]) => [key, z.enum(SWITCH_VALUES)])),
   })
   .strict();
 
@@ -51,6 +53,7 @@ const legacySettings = (s: MerchantSettings): z.input<typeof settingsData> => ({
   max_concurrent_chats: s.maxConcurrentChats,
   history_only_mine: s.historyOnlyMine,
   settings_version: s.settingsVersion,
+  ...Object.fromEntries(switchKeys.map(([name, key]) => [key, s.switches[name]])),
 });
 
 const updateBody = z
@@ -76,9 +79,15 @@ const updateBody = z
     idle_close_minutes: z.number().int().optional(),
     max_concurrent_chats: z.number().int().optional(),
     history_only_mine: z.boolean().optional(),
+    // A switch may be given flat, by its bootstrap key (`voice`, `upload_img`…), as in setting of /visitor/data/get.
+    ...(Object.fromEntries(switchKeys.map(([, key]) => [key, z.enum(SWITCH_VALUES).optional()])) as Record<
+      (typeof SWITCHES)[SwitchName],
+      z.ZodOptional<z.ZodEnum<['on', 'off', 'unset']>>
+    >),
   })
   .strict()
   .transform((i) => ({
+    ...Object.fromEntries(switchKeys.map(([name, key]) => [name, i[key]]).filter(([, v]) => v)),
     appname: i.appname,
     switches: i.switches
       ? Object.fromEntries(switchKeys.map(([name, key]) => [name, i.switches?.[key]]).filter(([, v]) => v))

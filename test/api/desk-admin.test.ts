@@ -335,6 +335,60 @@ describe('Admin surface — groups and settings', () => {
     const [m] = await t.app.deps.db.select().from(merchants).where(eq(merchants.id, admin.merchantId));
     expect(m?.workbenchSettings.history_only_mine).toBe(true);
   });
+
+  it('switches may be given flat, by their visitor bootstrap names (GraphQL and REST); both places must agree', async () => {
+    const admin = await register();
+    const { body } = await admin.client.graphql(
+      `mutation { updateMerchantSettings(input: {voice: off, sessionInviteRating: on, uploadLimits: {videoMaxBytes: 4096}}) {
+        voice sessionInviteRating switches { voice sessionInviteRating } uploadLimits { videoMaxBytes } } }`,
+    );
+    expect(body).toEqual({
+      data: {
+        updateMerchantSettings: {
+          voice: 'off',
+          sessionInviteRating: 'on',
+          switches: { voice: 'off', sessionInviteRating: 'on' },
+          uploadLimits: { videoMaxBytes: 4096 },
+        },
+      },
+    });
+    const { body: rest } = await admin.client.json('/agent/admin/settings/update', {
+      method: 'POST',
+      json: { upload_img: 'off', emoji: 'off' },
+    });
+    expect(rest.data).toMatchObject({
+      voice: 'off',
+      upload_img: 'off',
+      emoji: 'off',
+      switches: { voice: 'off', upload_img: 'off', emoji: 'off', session_invite_rating: 'on' },
+    });
+    const { body: visitor } = await new HttpClient(t.url).json('/visitor/token', {
+      method: 'POST',
+      json: { appkey: admin.appkey },
+    });
+    const boot = await new HttpClient(t.url).graphql(
+      '{ visitorBootstrap { setting { voice uploadImg emoji sessionInviteRating uploadLimits { videoMaxBytes } } } }',
+      {},
+      { authorization: `Bearer ${visitor.data.token}` },
+    );
+    expect(boot.body.data.visitorBootstrap.setting).toEqual({
+      voice: 'off',
+      uploadImg: 'off',
+      emoji: 'off',
+      sessionInviteRating: 'on',
+      uploadLimits: { videoMaxBytes: 4096 },
+    });
+
+    const clash = await admin.client.graphql(
+      'mutation { updateMerchantSettings(input: {voice: on, switches: {voice: off}}) { voice } }',
+    );
+    expect(clash.body.errors?.[0]).toMatchObject({
+      extensions: { code: 'BAD_USER_INPUT' },
+      message: expect.stringContaining('voice'),
+    });
+    const { body: after } = await admin.client.json('/agent/admin/settings');
+    expect(after.data.voice).toBe('off');
+  });
 });
 
 describe('Sessions', () => {

@@ -53,6 +53,9 @@ export interface MerchantSettings {
   settingsVersion: number;
 }
 
+const switchValue = z.enum(SWITCH_VALUES).optional();
+const switchNames = Object.keys(SWITCHES) as SwitchName[];
+
 export const updateMerchantSettingsInput = z
   .object({
     appname: displayName(64)
@@ -94,8 +97,28 @@ export const updateMerchantSettingsInput = z
     idleCloseMinutes: z.number().int().min(0).max(10_080).optional(),
     maxConcurrentChats: z.number().int().min(1).max(1000).optional(),
     historyOnlyMine: z.boolean().optional(),
+    /**
+     * The switches may also be given flat, as the visitor bootstrap names them beside
+     * `uploadLimits` (`{voice: 'off'}`); the same switch in both places must agree.
+     */
+    ...(Object.fromEntries(switchNames.map((name) => [name, switchValue])) as Record<SwitchName, typeof switchValue>),
   })
-  .strict();
+  .strict()
+  .superRefine((input, ctx) => {
+    for (const name of switchNames) {
+      const flat = input[name];
+      const nested = input.switches?.[name];
+      if (flat !== undefined && nested !== undefined && flat !== nested) {
+        ctx.addIssue({ code: 'custom', path: [name], message: `differs from switches.${name}` });
+      }
+    }
+  })
+  .transform(({ switches, ...rest }) => {
+    const flat = Object.fromEntries(switchNames.flatMap((name) => (rest[name] ? [[name, rest[name]]] : [])));
+    for (const name of switchNames) delete rest[name];
+    const merged = { ...switches, ...flat };
+    return { ...rest, switches: Object.keys(merged).length || switches ? merged : undefined };
+  });
 export type UpdateMerchantSettingsInput = z.input<typeof updateMerchantSettingsInput>;
 
 async function attributesOf(db: Deps['db'] | Tx, merchantId: string) {

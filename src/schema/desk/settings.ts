@@ -52,6 +52,17 @@ const MerchantSettingsRef = builder.objectRef<MerchantSettings>('MerchantSetting
       description: 'Agents (not admins) see only the history of conversations they were assigned.',
     }),
     settingsVersion: t.exposeInt('settingsVersion', { description: 'Bumped by every change.' }),
+    // The switches flat too, as the visitor bootstrap (VisitorSetting) names them beside uploadLimits.
+    ...Object.fromEntries(
+      switchNames.map((name) => [
+        name,
+        t.field({
+          type: SwitchSettingEnum,
+          resolve: (s) => s.switches[name],
+          description: `The same as \`switches.${name}\` (the visitor bootstrap’s \`${name}\`).`,
+        }),
+      ]),
+    ),
   }),
 });
 
@@ -96,6 +107,15 @@ const MerchantSettingsInput = builder.inputType('MerchantSettingsInput', {
     idleCloseMinutes: t.int({ description: '0 to 10080; 0: never.' }),
     maxConcurrentChats: t.int({ description: 'The agents’ default capacity, 1 to 1000.' }),
     historyOnlyMine: t.boolean({ description: 'Agents see only their own conversations’ history.' }),
+    ...Object.fromEntries(
+      switchNames.map((name) => [
+        name,
+        t.field({
+          type: SwitchSettingEnum,
+          description: `The switch \`${name}\` given flat, by its visitor bootstrap name (as \`switches.${name}\`; both given must agree).`,
+        }),
+      ]),
+    ),
   }),
 });
 
