@@ -4,6 +4,7 @@ import { agents, auditLog, merchants } from '../../src/db/schema.js';
 import { restErrorTable } from '../../src/errors.js';
 import { createAgent } from '../../src/resolvers/admin.js';
 import { registerMerchant } from '../../src/resolvers/desk/registration.js';
+import { endpoints } from '../../src/rest/endpoints.js';
 import { HttpClient } from '../support/clients.js';
 import { codeOf, testSession } from '../support/deps.js';
 import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
@@ -227,6 +228,44 @@ describe('Admin surface — refusals', () => {
     expect(dave?.disabled).toBe(true);
   });
 
+  it('every declared /agent/admin/* endpoint and admin GraphQL operation refuses an agent and a ticket agent, changing nothing', async () => {
+    const adminRoutes = endpoints.filter((r) => r.path.startsWith('/agent/admin/'));
+    expect(adminRoutes.length).toBeGreaterThanOrEqual(13);
+    const auditRows = async () => (await t.app.deps.db.select({ id: auditLog.id }).from(auditLog)).length;
+    const before = await auditRows();
+    for (const who of ['alice', 'tom']) {
+      const client = await loggedIn(who);
+      for (const route of adminRoutes) {
+        const example = (route.requestExample ?? {}) as Record<string, unknown>;
+        const { status, body } =
+          route.method === 'get'
+            ? await client.json(`${route.path}?${new URLSearchParams(example as Record<string, string>)}`)
+            : await client.json(route.path, { method: 'POST', json: example });
+        expect([who, route.path, status, body.code]).toEqual([who, route.path, 403, 1403]);
+      }
+      for (const query of [
+        '{ agents { id } }',
+        '{ agentGroupDetails { id } }',
+        '{ merchantSettings { appname } }',
+        '{ auditLog(first: 5) { entries { id } } }',
+        '{ agentSessions(agentId: "a_ada") { id } }',
+        'mutation { createAgent(input: {username: "x-nope", nickname: "X", password: "x-password"}) { id } }',
+        'mutation { updateAgent(input: {agentId: "a_alice", level: admin}) { id } }',
+        'mutation { disableAgent(agentId: "a_ada") { id } }',
+        'mutation { enableAgent(agentId: "a_dave") { id } }',
+        'mutation { createAgentGroup(input: {name: "Nope"}) { id } }',
+        'mutation { updateAgentGroup(input: {id: "g_demo_sales", name: "Nope"}) { id } }',
+        'mutation { updateMerchantSettings(input: {voice: off}) { voice } }',
+      ]) {
+        const { body } = await client.graphql(query);
+        expect([who, query, body.errors?.[0]?.extensions?.code]).toEqual([who, query, 'FORBIDDEN']);
+      }
+    }
+    expect(await auditRows()).toBe(before);
+    const [ada] = await t.app.deps.db.select().from(agents).where(eq(agents.id, 'a_ada'));
+    expect(ada).toMatchObject({ level: 'admin', disabled: false });
+  });
+
   it('another merchant’s admin sees nothing of demo and cannot touch it', async () => {
     const acme = await loggedIn('acme-admin', 'acme-admin-password');
     const { body: list } = await acme.json('/agent/admin/agents');
@@ -429,6 +468,166 @@ describe('Sessions', () => {
     const { body: list } = await ada.json('/agent/session/list');
     const adaSession = list.data[0].id;
     expect((await alice.json('/agent/session/end', { method: 'POST', json: { id: adaSession } })).body.code).toBe(1403);
+  });
+});
+
+describe('Audit log — every admin operation, read through the API', () => {
+  interface Entry {
+    id: string;
+    action: string;
+    actor: { kind: string; id: string; name: string };
+    targetType: string;
+    targetId: string;
+    before: Record<string, unknown> | null;
+    after: Record<string, unknown> | null;
+    clientAddress: string | null;
+    createdAt: string;
+  }
+  const ENTRY = 'id action actor { kind id name } targetType targetId before after clientAddress createdAt';
+
+  it('records who, what, when, from where and before → after; admins filter and page it; nothing edits it', async () => {
+    const admin = await register();
+    const gql = async (query: string, variables?: Record<string, unknown>) => {
+      const { body } = await admin.client.graphql(query, variables);
+      expect(body.errors).toBeUndefined();
+      return body.data;
+    };
+    // Every privileged operation of the desk, through GraphQL and REST.
+    const { createAgent: agent } = await gql(
+      'mutation { createAgent(input: {username: "audit-agent-NAME", nickname: "Ann", password: "ann-password"}) { id } }'.replace(
+        'NAME',
+        unique(),
+      ),
+    );
+    await admin.client.json('/agent/admin/agent/update', {
+      method: 'POST',
+      json: { agent_id: agent.id, level: 'ticket_agent', capacity: 3 },
+    });
+    await gql(`mutation { updateAgent(input: {agentId: "${agent.id}", password: "ann-new-password"}) { id } }`);
+    await gql(`mutation { disableAgent(agentId: "${agent.id}") { id } }`);
+    await admin.client.json('/agent/admin/agent/enable', { method: 'POST', json: { agent_id: agent.id } });
+    const { createAgentGroup: group } = await gql('mutation { createAgentGroup(input: {name: "Audit"}) { id } }');
+    await gql(
+      `mutation { updateAgentGroup(input: {id: "${group.id}", name: "Audited", memberIds: ["${agent.id}"]}) { id } }`,
+    );
+    await gql('mutation { updateMerchantSettings(input: {voice: off, uploadLimits: {fileMaxBytes: 1024}}) { voice } }');
+    await gql(
+      'mutation { updateRoutingRules(rules: [{attribute: "plan", equals: "gold", priority: 5}]) { priority } }',
+    );
+    await gql('mutation { createCannedResponse(input: {shortcut: "hi", content: "Hello!", scope: merchant}) { id } }');
+    const { createLabel: label } = await gql('mutation { createLabel(input: {name: "Doomed"}) { id } }');
+    await gql(`mutation { deleteLabel(id: "${label.id}") { id } }`);
+    const { createApiKey: key } = await gql(
+      'mutation { createApiKey(name: "audit", scopes: ["conversations:read"]) { apiKey { id } } }',
+    );
+    await gql(`mutation { revokeApiKey(id: "${key.apiKey.id}") { id } }`);
+    const ann = await loggedIn(
+      (await t.app.deps.db.select().from(agents).where(eq(agents.id, agent.id)))[0]?.username ?? '',
+      'ann-new-password',
+    );
+    const { body: sessions } = await admin.client.json(`/agent/session/list?agent_id=${agent.id}`);
+    const annSession = (sessions.data as { id: string; address: string }[]).find((s) => s.address === ann.ip);
+    await admin.client.json('/agent/session/end', { method: 'POST', json: { id: annSession?.id } });
+
+    const { auditLog: page } = await gql(`{ auditLog(first: 100) { entries { ${ENTRY} } endCursor hasNextPage } }`);
+    const entries = page.entries as Entry[];
+    expect(page.hasNextPage).toBe(false);
+    const byAction = (action: string, targetId?: string) =>
+      entries.filter((e) => e.action === action && (targetId === undefined || e.targetId === targetId));
+    // Every row: the admin, from its address, at a time; newest first.
+    for (const e of entries) {
+      expect(e.actor).toEqual({ kind: 'agent', id: admin.agentId, name: 'Founder' });
+      expect(e.clientAddress).toBe(admin.client.ip);
+      expect(Date.parse(e.createdAt)).toBeGreaterThan(Date.now() - 10 * 60_000);
+    }
+    const times = entries.map((e) => Date.parse(e.createdAt));
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+    expect(entries.map((e) => e.action).sort()).toEqual(
+      [
+        'merchant.registered',
+        'agent.created',
+        'agent.updated',
+        'agent.updated',
+        'agent.disabled',
+        'agent.enabled',
+        'agent_group.created',
+        'agent_group.updated',
+        'settings.updated',
+        'routing_rules.updated',
+        'canned_response.created',
+        'label.deleted',
+        'api_key.created',
+        'api_key.revoked',
+        'session.ended',
+      ].sort(),
+    );
+    // before → after, of the thing acted on.
+    expect(byAction('agent.created', agent.id)[0]).toMatchObject({
+      before: null,
+      after: { nickname: 'Ann', level: 'agent' },
+    });
+    const [password, levels] = byAction('agent.updated', agent.id);
+    expect(levels).toMatchObject({
+      before: { level: 'agent', capacity: null },
+      after: { level: 'ticket_agent', capacity: 3 },
+    });
+    expect(password?.after).toMatchObject({ passwordChanged: true });
+    expect(JSON.stringify(entries)).not.toContain('ann-new-password');
+    expect(byAction('agent.disabled')[0]).toMatchObject({ before: { disabled: false }, after: { disabled: true } });
+    expect(byAction('agent.enabled')[0]).toMatchObject({ before: { disabled: true }, after: { disabled: false } });
+    expect(byAction('agent_group.created', group.id)[0]).toMatchObject({ before: null, after: { name: 'Audit' } });
+    expect(byAction('agent_group.updated', group.id)[0]).toMatchObject({
+      before: { name: 'Audit', memberIds: [] },
+      after: { name: 'Audited', memberIds: [agent.id] },
+    });
+    expect(byAction('settings.updated')[0]).toMatchObject({
+      targetType: 'merchant',
+      targetId: admin.merchantId,
+      before: { switches: { voice: 'unset' }, uploadLimits: { fileMaxBytes: 20971520 } },
+      after: { switches: { voice: 'off' }, uploadLimits: { fileMaxBytes: 1024 } },
+    });
+    expect(byAction('routing_rules.updated')[0]?.after).toBeTruthy();
+    expect(byAction('label.deleted', label.id)[0]).toMatchObject({ before: { name: 'Doomed' }, after: null });
+    expect(byAction('session.ended')[0]).toMatchObject({
+      targetType: 'session',
+      targetId: annSession?.id,
+      before: { agentId: agent.id, address: ann.ip, device: `desk-test/${ann.ip}` },
+      after: null,
+    });
+
+    // Filters: action, actor, target — GraphQL and REST.
+    const filtered = await gql(
+      `{ auditLog(first: 10, action: "agent.updated", targetType: "agent", targetId: "${agent.id}") { entries { action targetId } } }`,
+    );
+    expect(filtered.auditLog.entries).toEqual([
+      { action: 'agent.updated', targetId: agent.id },
+      { action: 'agent.updated', targetId: agent.id },
+    ]);
+    const { body: rest } = await admin.client.json(
+      `/agent/admin/audit?action=agent_group.updated&actor_id=${admin.agentId}&target_type=agent_group`,
+    );
+    expect(rest.data.entries.map((e: { target_id: string; before: unknown }) => [e.target_id, e.before])).toEqual([
+      [group.id, expect.objectContaining({ name: 'Audit' })],
+    ]);
+
+    // Pages of 4 with `after` go through every row once, in the same order.
+    const paged: string[] = [];
+    let after: string | null = null;
+    do {
+      const { auditLog: p } = await gql(
+        'query($after: String) { auditLog(first: 4, after: $after) { entries { id } endCursor hasNextPage } }',
+        { after },
+      );
+      paged.push(...p.entries.map((e: { id: string }) => e.id));
+      after = p.hasNextPage ? p.endCursor : null;
+    } while (after);
+    expect(paged).toEqual(entries.map((e) => e.id));
+
+    // Read-only: no operation of the API writes, edits or deletes it.
+    const { body: schema } = await admin.client.graphql('{ __schema { mutationType { fields { name } } } }');
+    const mutations = (schema.data.__schema.mutationType.fields as { name: string }[]).map((f) => f.name);
+    expect(mutations.filter((name) => /audit/i.test(name))).toEqual([]);
+    expect(endpoints.filter((r) => r.path.includes('audit')).map((r) => r.method)).toEqual(['get']);
   });
 });
 

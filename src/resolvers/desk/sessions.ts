@@ -98,6 +98,7 @@ export async function endAgentSession(
   const key = agentSessionsKey(agentId);
   const sid = (await deps.kv.members(key)).find((s) => sessionFingerprint(s) === fingerprint);
   if (!sid) throw notFound;
+  const state = await sessions.peek(sid);
   await sessions.destroy(sid);
   await deps.kv.removeFromSet(key, sid);
   const own = agentId === viewer.agentId;
@@ -106,7 +107,13 @@ export async function endAgentSession(
     ...auditedAgent(viewer),
     action: 'session.ended',
     target: { type: 'session', id: input.id },
-    before: { agentId },
+    // What the Session list showed of it (never the Session ID, the login secret).
+    before: {
+      agentId,
+      device: state?.seen?.device ?? '',
+      address: state?.seen?.address ?? '',
+      createdAt: state?.createdAt ? new Date(state.createdAt).toISOString() : null,
+    },
     after: null,
   });
   return true;
