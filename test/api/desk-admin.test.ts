@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { and, desc, eq } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { agents, auditLog, merchants } from '../../src/db/schema.js';
@@ -7,7 +8,8 @@ import { registerMerchant } from '../../src/resolvers/desk/registration.js';
 import { endpoints } from '../../src/rest/endpoints.js';
 import { HttpClient } from '../support/clients.js';
 import { codeOf, testSession } from '../support/deps.js';
-import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
+import { describeWhen, realServices } from '../support/required.js';
+import { CAPTCHA, freshStores, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
 import { closeAllSockets, connectSocket } from '../support/ws.js';
 
 let t: TestApp;
@@ -810,3 +812,106 @@ describe('Registration with SMS_REGISTRATION=on: one merchant per mobile number'
     }
   });
 });
+
+/** Polls `probe` until it holds or the deadline passes (the design says milliseconds; the deadline is for a busy machine). */
+async function eventually(probe: () => Promise<boolean>, deadlineMs = 5_000): Promise<boolean> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    if (await probe()) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(20);
+  }
+}
+
+describeWhen(
+  realServices.postgres && realServices.redis,
+  'REQUIRE_SERVICES',
+  'Admin changes take effect on every instance (two instances sharing PostgreSQL and Redis)',
+  'DATABASE_URL and REDIS_URL are not both set',
+  () => {
+    let stores: TestStores;
+    let a: TestApp;
+    let b: TestApp;
+    beforeAll(async () => {
+      stores = await freshStores();
+      [a, b] = await Promise.all([startTestApp({ stores }), startTestApp({ stores })]);
+    });
+    afterAll(async () => {
+      await Promise.all([a?.stop(), b?.stop()]);
+      await stores?.drop();
+    });
+
+    const logIn = async (base: string, username: string, password = `${username}-password`) => {
+      const client = new HttpClient(base);
+      const { body } = await client.login(username, password);
+      expect(body.code).toBe(0);
+      return Object.assign(client, { token: body.data.token as string });
+    };
+
+    it('settings and groups changed on one instance are served by the other’s bootstraps', async () => {
+      const ada = await logIn(a.url, 'ada');
+      const aliceOnB = await logIn(b.url, 'alice');
+      const visitor = await new HttpClient(b.url).json('/visitor/token', {
+        method: 'POST',
+        json: { appkey: 'demo-appkey' },
+      });
+      const bootOnB = async () =>
+        (
+          await new HttpClient(b.url).json('/visitor/data/get', {
+            headers: { authorization: `Bearer ${visitor.body.data.token}` },
+          })
+        ).body.data.setting;
+      // B has the current values cached.
+      expect(await bootOnB()).toMatchObject({ voice: 'on', upload_limits: { image_max_bytes: 20971520 } });
+      expect((await aliceOnB.json('/agent/data/get')).body.data.agent_groups).toHaveLength(2);
+
+      const { body } = await ada.graphql(
+        'mutation { updateMerchantSettings(input: {voice: off, uploadLimits: {imageMaxBytes: 65536}}) { voice } }',
+      );
+      expect(body.data.updateMerchantSettings.voice).toBe('off');
+      expect(
+        await eventually(async () => {
+          const s = await bootOnB();
+          return s.voice === 'off' && s.upload_limits.image_max_bytes === 65536;
+        }),
+      ).toBe(true);
+
+      const { body: group } = await ada.graphql('mutation { createAgentGroup(input: {name: "Night shift"}) { id } }');
+      const groupNames = async () =>
+        (await aliceOnB.json('/agent/data/get')).body.data.agent_groups.map((g: { name: string }) => g.name);
+      expect(await eventually(async () => (await groupNames()).includes('Night shift'))).toBe(true);
+      await ada.graphql(
+        `mutation { updateAgentGroup(input: {id: "${group.data.createAgentGroup.id}", name: "Nights"}) { id } }`,
+      );
+      expect(await eventually(async () => (await groupNames()).includes('Nights'))).toBe(true);
+    });
+
+    it('an agent created on one instance logs in on the other; disabling it or ending its Session closes its sockets there (4401)', async () => {
+      const ada = await logIn(a.url, 'ada');
+      const username = `twin-${unique()}`;
+      const { body } = await ada.json('/agent/admin/agent/create', {
+        method: 'POST',
+        json: { username, nickname: 'Twin', password: 'twin-password' },
+      });
+      const agentId = body.data.agent_id as string;
+
+      // Ending one Session on A closes its socket on B.
+      const first = await logIn(b.url, username, 'twin-password');
+      const firstSocket = connectSocket(b.wsUrl, { appkey: 'demo-appkey', token: first.token });
+      await firstSocket.acked;
+      const { body: list } = await ada.json(`/agent/session/list?agent_id=${agentId}`);
+      expect(list.data).toHaveLength(1);
+      await ada.json('/agent/session/end', { method: 'POST', json: { id: list.data[0].id } });
+      expect((await firstSocket.closed).code).toBe(4401);
+      expect((await first.json('/agent/data/get')).body.code).toBe(-1);
+
+      // Disabling the agent on A closes its socket on B and its Session everywhere.
+      const second = await logIn(b.url, username, 'twin-password');
+      const secondSocket = connectSocket(b.wsUrl, { appkey: 'demo-appkey', token: second.token });
+      await secondSocket.acked;
+      await ada.graphql(`mutation { disableAgent(agentId: "${agentId}") { id } }`);
+      expect((await secondSocket.closed).code).toBe(4401);
+      expect((await new HttpClient(b.url).login(username, 'twin-password')).body.code).toBe(1003);
+    });
+  },
+);
