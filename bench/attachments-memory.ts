@@ -1,10 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type S3Server, startS3Server } from '../test/support/s3.js';
-import { freePort } from './lib.js';
+import { type Gateway, startEmbeddedGateway, visitorToken } from './lib.js';
 
 /**
  * `npx tsx bench/attachments-memory.ts [MiB] [--driver=local|s3]`: how much the gateway's memory
@@ -35,49 +34,23 @@ type Memory = Record<'rss' | 'heapUsed' | 'external' | 'arrayBuffers' | 'live', 
 const fmt = (n: number) => (n / MIB).toFixed(1);
 
 async function measure(driver: 'local' | 's3') {
-  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'parley-bench-attachments-'));
   let s3: S3Server | undefined;
-  let child: ChildProcess | undefined;
+  let started: Gateway | undefined;
   try {
     s3 = driver === 's3' ? await startS3Server('parley-bench') : undefined;
-    child = spawn(process.execPath, ['--import', './bench/memory-probe.mjs', '--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
-        NODE_ENV: 'test',
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        PGLITE_DIR: 'memory://',
-        DEMO_SEED: 'on',
+    started = await startEmbeddedGateway(
+      {
         ATTACHMENTS_DIR: dir,
-        LOG_LEVEL: 'warn',
         // The live rounds' forced collections slow the upload down: more than the default 30 s.
         HTTP_REQUEST_TIMEOUT_MS: '3600000',
-        DATABASE_URL: '',
-        REDIS_URL: '',
         ...(s3 ? s3.env() : { STORAGE_DRIVER: 'local' }),
       },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const gateway = child;
-    const base = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 180_000;
-    while (
-      !(await fetch(`${base}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      if (Date.now() > deadline || gateway.exitCode !== null) throw new Error('the gateway did not start');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    const token = await fetch(`${base}/visitor/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ appkey: 'demo-appkey' }),
-    })
-      .then((r) => r.json())
-      .then((b) => (b as { data: { token: string } }).data.token);
+      { memoryProbe: true },
+    );
+    const gateway = started.child;
+    const base = started.url;
+    const token = await visitorToken(base, 'demo-appkey');
 
     /** One upload while the probe watches; the probe's {before, peak}. */
     const watched = async (live: boolean) => {
@@ -118,11 +91,7 @@ async function measure(driver: 'local' | 's3') {
         `live heap growth (forced full collections) ${live.map(fmt).join(' / ')} MiB`,
     );
   } finally {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child?.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await started?.stop();
     await s3?.stop();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,5 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { freePort } from './lib.js';
+import { type Gateway, percentile as pct, startEmbeddedGateway, visitorToken } from './lib.js';
 
 /**
  * `npx tsx bench/flood.ts [--quick]` (issue 27 row 2): what one merchant's flooding visitor
@@ -21,16 +20,7 @@ const FLOODERS = 3;
 const CONCURRENCY = 8;
 const base = { url: '' };
 
-async function token(appkey: string): Promise<string> {
-  const res = await fetch(`${base.url}/visitor/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ appkey }),
-  });
-  const body = (await res.json()) as { code: number; data: { token: string } };
-  if (body.code !== 0) throw new Error(`visitor token refused: ${JSON.stringify(body)}`);
-  return body.data.token;
-}
+const token = (appkey: string) => visitorToken(base.url, appkey);
 
 let n = 0;
 let resets = 0;
@@ -60,45 +50,17 @@ async function tenantSends(bearers: string[], count: number) {
   return latencies;
 }
 
-const pct = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] ?? 0;
-};
 const ms = (v: number) => `${v.toFixed(1)} ms`;
 
 async function main() {
-  const port = await freePort();
-  let child: ChildProcess | undefined;
+  let gateway: Gateway | undefined;
   try {
-    child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
-        NODE_ENV: 'test',
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        PGLITE_DIR: 'memory://',
-        DEMO_SEED: 'on',
-        LOG_LEVEL: 'warn',
-        DATABASE_URL: '',
-        REDIS_URL: '',
-        // Keep-alive sockets outlive the phases: a socket closed by the server just as the client
-        // reuses it is a reset, not the gateway's answer.
-        HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+    gateway = await startEmbeddedGateway({
+      // Keep-alive sockets outlive the phases: a socket closed by the server just as the client
+      // reuses it is a reset, not the gateway's answer.
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
     });
-    const gateway = child;
-    base.url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 180_000;
-    while (
-      !(await fetch(`${base.url}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      if (Date.now() > deadline || gateway.exitCode !== null) throw new Error('the gateway did not start');
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    base.url = gateway.url;
     const tenant = await Promise.all(Array.from({ length: 10 }, () => token('acme-appkey')));
     await tenantSends(tenant, 10); // warm-up: every path once, a conversation per visitor
     const baseline = await tenantSends(tenant, SAMPLES);
@@ -138,11 +100,7 @@ async function main() {
       `| ${FLOODERS} tokens flooding | ${ms(pct(during, 0.5))} | ${ms(pct(during, 0.99))} | ${(pct(during, 0.5) / p50).toFixed(2)}× | ${(pct(during, 0.99) / p99).toFixed(2)}× | ${got.stored} stored, ${got.refused} refused 1429${got.other ? `, ${got.other} other (connection errors)` : ''} in ${seconds.toFixed(1)} s (${(got.stored / seconds).toFixed(1)} stored/s) |`,
     );
   } finally {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child?.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await gateway?.stop();
   }
 }
 

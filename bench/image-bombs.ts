@@ -1,9 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import { freePort } from './lib.js';
+import { type Gateway, percentile as pct, startEmbeddedGateway, visitorToken } from './lib.js';
 
 /**
  * `npx tsx bench/image-bombs.ts [--quick]` (issue 27 row 1): what N image bombs uploaded at once
@@ -32,16 +31,7 @@ type Memory = Record<'rss' | 'heapUsed' | 'external' | 'arrayBuffers' | 'live', 
 
 const base = { url: '' };
 
-async function token(appkey: string): Promise<string> {
-  const res = await fetch(`${base.url}/visitor/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ appkey }),
-  });
-  const body = (await res.json()) as { code: number; data: { token: string } };
-  if (body.code !== 0) throw new Error(`visitor token refused: ${JSON.stringify(body)}`);
-  return body.data.token;
-}
+const token = (appkey: string) => visitorToken(base.url, appkey);
 
 async function upload(bearer: string, bytes: Buffer, name: string) {
   const form = new FormData();
@@ -71,17 +61,12 @@ async function smallUploads(bearer: string, image: Buffer, opts: { min: number; 
   return latencies;
 }
 
-const pct = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] ?? 0;
-};
 const ms = (v: number) => `${v.toFixed(0)} ms`;
 const fmt = (n: number) => `${(n / MIB).toFixed(0)} MiB`;
 
 async function main() {
-  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'parley-bench-bombs-'));
-  let child: ChildProcess | undefined;
+  let started: Gateway | undefined;
   try {
     const [headerBomb, budgetBomb, small] = await Promise.all([
       sharp({ create: { width: 7000, height: 7000, channels: 3, background: '#36c' } })
@@ -94,35 +79,12 @@ async function main() {
         .png()
         .toBuffer(),
     ]);
-    child = spawn(process.execPath, ['--import', './bench/memory-probe.mjs', '--import', 'tsx', 'src/main.ts'], {
-      env: {
-        ...process.env,
-        NODE_ENV: 'test',
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        PGLITE_DIR: 'memory://',
-        DEMO_SEED: 'on',
-        ATTACHMENTS_DIR: dir,
-        LOG_LEVEL: 'warn',
-        STORAGE_DRIVER: 'local',
-        UPLOADS_PER_MINUTE: '10000',
-        DATABASE_URL: '',
-        REDIS_URL: '',
-      },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const gateway = child;
-    base.url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 180_000;
-    while (
-      !(await fetch(`${base.url}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      ))
-    ) {
-      if (Date.now() > deadline || gateway.exitCode !== null) throw new Error('the gateway did not start');
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    started = await startEmbeddedGateway(
+      { ATTACHMENTS_DIR: dir, STORAGE_DRIVER: 'local', UPLOADS_PER_MINUTE: '10000' },
+      { memoryProbe: true },
+    );
+    const gateway = started.child;
+    base.url = started.url;
     const other = await token('acme-appkey');
     const watch = () => gateway.send({ cmd: 'watch', live: false });
     const stop = async () => {
@@ -175,11 +137,7 @@ async function main() {
     }
     console.log(`RSS before the bombs: ${fmt(alone.before.rss)}.`);
   } finally {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child?.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await started?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -77,6 +77,85 @@ export async function startPinned(script: string, env: Record<string, string>, r
   };
 }
 
+export interface Gateway {
+  child: ChildProcess;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The gateway as its own process on the embedded defaults (PGlite in memory, the demo seed,
+ * in-process stores), not pinned: the scripts that measure what one tenant costs another.
+ * `memoryProbe` preloads `bench/memory-probe.mjs` and opens the IPC channel it answers on.
+ */
+export async function startEmbeddedGateway(
+  env: Record<string, string>,
+  opts: { memoryProbe?: boolean } = {},
+): Promise<Gateway> {
+  const port = await freePort();
+  const probe = opts.memoryProbe ? ['--import', './bench/memory-probe.mjs'] : [];
+  const child = spawn(process.execPath, [...probe, '--import', 'tsx', 'src/main.ts'], {
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      PGLITE_DIR: 'memory://',
+      DEMO_SEED: 'on',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      ...env,
+    },
+    stdio: opts.memoryProbe ? ['ignore', 'inherit', 'inherit', 'ipc'] : ['ignore', 'inherit', 'inherit'],
+  });
+  children.add(child);
+  const gateway: Gateway = {
+    child,
+    url: `http://127.0.0.1:${port}`,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      children.delete(child);
+    },
+  };
+  const deadline = Date.now() + 180_000;
+  while (
+    !(await fetch(`${gateway.url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ))
+  ) {
+    if (Date.now() > deadline || child.exitCode !== null) {
+      await gateway.stop();
+      throw new Error('the gateway did not start');
+    }
+    await sleep(200);
+  }
+  return gateway;
+}
+
+/** A fresh visitor token of the merchant `appkey` (`POST /visitor/token`). */
+export async function visitorToken(url: string, appkey: string): Promise<string> {
+  const res = await fetch(`${url}/visitor/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ appkey }),
+  });
+  const body = (await res.json()) as { code: number; data: { token: string } };
+  if (body.code !== 0) throw new Error(`visitor token refused: ${JSON.stringify(body)}`);
+  return body.data.token;
+}
+
+/** The value below which a share `p` (0–1) of `values` lies (nearest rank). */
+export const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] ?? 0;
+};
+
 /** RSS of a process: the node child of `taskset` has the same pid (taskset execs). */
 export function readRss(pid: number): number {
   try {
