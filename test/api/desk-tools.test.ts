@@ -1,8 +1,10 @@
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditLog } from '../../src/db/schema.js';
+import { webhookEventNames } from '../../src/resolvers/event-catalog.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { closeAllSockets, connectSocket, eventually } from '../support/ws.js';
 
 /**
@@ -14,7 +16,8 @@ import { closeAllSockets, connectSocket, eventually } from '../support/ws.js';
 
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp();
+  // Webhooks to a receiver on 127.0.0.1 (the notes test of webhooks and bots).
+  t = await startTestApp({ env: { WEBHOOK_ALLOW_PRIVATE: 'on' } });
 });
 afterAll(async () => {
   await closeAllSockets();
@@ -317,5 +320,94 @@ describe('canned responses and labels through REST and GraphQL', () => {
       ['canned_response.deleted', 'a_ada', { shortcut, content: 'We answer 8:00–20:00.' }, null],
     ]);
     expect(audit.every((r) => typeof r.clientAddress === 'string' && r.clientAddress.length > 0)).toBe(true);
+  });
+});
+
+describe('internal notes never reach a visitor-facing webhook, an API key or a bot', () => {
+  it('a bot holding the conversation, its key and a webhook of every event type see the messages, never the notes', async () => {
+    const receiver = await webhookReceiver();
+    try {
+      const ada = await agentSession(t.url, 'ada');
+      const endpoint = await ada.client.graphql(
+        'mutation($url: String!, $events: [String!]!) { createWebhookEndpoint(url: $url, events: $events) { secret } }',
+        { url: receiver.url, events: webhookEventNames.filter((n) => n !== 'webhook.test') },
+      );
+      expect(endpoint.body.errors).toBeUndefined();
+      receiver.useSecrets([endpoint.body.data.createWebhookEndpoint.secret]);
+      const created = await ada.client.graphql('mutation { createBot(name: "Helper") { bot { id } key } }');
+      const { bot, key } = created.body.data.createBot as { bot: { id: string }; key: string };
+      const asKey = bearer(key);
+      try {
+        // A new visitor's conversation goes to the bot; the visitor writes, an agent and an admin note it.
+        const v = await subscribedVisitor();
+        const assigned = await v.client.json('/visitor/chat/assign', { method: 'POST', json: {}, headers: v.headers });
+        expect(assigned.body.data).toMatchObject({ state: 'active', agent: null });
+        const send = (id: string, content: string) =>
+          v.client.json('/visitor/message/send', {
+            method: 'POST',
+            json: { client_msg_id: id, content },
+            headers: v.headers,
+          });
+        expect((await send('vb-1', 'Hello bot')).body.code).toBe(0);
+        const alice = await agentSession(t.url, 'alice');
+        const note = await alice.client.json('/agent/note/add', {
+          method: 'POST',
+          json: { visitor_id: v.uid, content: SECRET_REST },
+        });
+        expect(note.body.code).toBe(0);
+        const gqlNote = await ada.client.graphql(
+          'mutation($v: ID!, $c: String!) { addNote(visitorId: $v, content: $c) { id } }',
+          { v: v.uid, c: SECRET_GQL },
+          { token: ada.token },
+        );
+        expect(gqlNote.body.errors).toBeUndefined();
+        expect((await send('vb-2', 'After the notes')).body.code).toBe(0);
+
+        // Webhook deliveries of one conversation go out in order: the message after the notes
+        // arriving means anything before it did too.
+        await eventually(
+          () =>
+            receiver.received.some(
+              (r) => r.payload.type === 'message.created' && r.payload.data.message.content === 'After the notes',
+            ),
+          'the message after the notes, by webhook',
+        );
+        const delivered = JSON.stringify(receiver.received.map((r) => r.payload));
+        expect(receiver.received.every((r) => r.verified)).toBe(true);
+        expect(receiver.received.map((r) => r.payload.type).filter((type) => type.startsWith('note'))).toEqual([]);
+        expect(delivered).toContain('Hello bot');
+        expect(delivered).not.toContain(SECRET_REST);
+        expect(delivered).not.toContain(SECRET_GQL);
+
+        // The bot's key reads the conversation and its history (REST and GraphQL): messages only.
+        const http = new HttpClient(t.url);
+        const history = await http.json(`/api/message/list?visitor_id=${v.uid}&limit=100`, { headers: asKey });
+        expect(history.body.code).toBe(0);
+        expect(JSON.stringify(history.body)).toContain('After the notes');
+        const conversation = await http.json(`/api/conversation/get?visitor_id=${v.uid}`, { headers: asKey });
+        expect(conversation.body.code).toBe(0);
+        const gql = await http.graphql(
+          'query($v: String!) { messages(visitorId: $v, first: 100) { messages { content } } conversation(visitorId: $v) { lastSeq } }',
+          { v: v.uid },
+          asKey,
+        );
+        expect(gql.body.errors).toBeUndefined();
+        for (const answer of [history.body, conversation.body, gql.body]) {
+          expect(JSON.stringify(answer)).not.toContain(SECRET_REST);
+          expect(JSON.stringify(answer)).not.toContain(SECRET_GQL);
+        }
+        // Nor can the key ask for the notes.
+        const notes = await http.graphql('query($v: ID!) { notes(visitorId: $v) { id } }', { v: v.uid }, asKey);
+        expect(notes.body.data).toBeNull();
+        expect(notes.body.errors?.[0]?.extensions?.code).toMatch(/FORBIDDEN|UNAUTHENTICATED/);
+        const restNotes = await http.json(`/agent/note/list?visitor_id=${v.uid}`, { headers: asKey });
+        expect(restNotes.body.code).not.toBe(0);
+        expect(JSON.stringify(restNotes.body)).not.toContain(SECRET_REST);
+      } finally {
+        await ada.client.json('/agent/bot/disable', { method: 'POST', form: { bot_id: bot.id } });
+      }
+    } finally {
+      await receiver.down();
+    }
   });
 });
