@@ -1,19 +1,20 @@
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
-  launchChromium,
   logInThroughPage,
-  openTab,
   openWorkbenchLoggedIn,
   publish,
   screenshot,
   showDeveloperFeed,
+  useBrowserApp,
+  useTab,
   waitForSubscription,
+  waitUntilLive,
 } from '../support/browser.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 
 /** The workbench's own bootstrap, read in the page the way its script reads it. */
 const bootstrapOf = (page: Page) =>
@@ -22,29 +23,17 @@ const bootstrapOf = (page: Page) =>
     return (await res.json()) as { code: number; data: { agent: { agent_id: string }; setting: { bid: string } } };
   });
 
-const waitUntilLive = (page: Page) =>
-  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
-
 describeInBrowser('agent pages in a real browser', () => {
   let t: TestApp;
   let browser: Browser;
   let tab: BrowserTab;
   let page: Page;
 
-  beforeAll(async () => {
-    [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await t?.stop();
-  });
-  beforeEach(async () => {
-    tab = await openTab(browser);
-    page = tab.page;
-  });
-  afterEach(async () => {
-    await tab.close();
-  });
+  useBrowserApp((made) => ({ t, browser } = made));
+  useTab(
+    () => browser,
+    (made) => ({ tab, page } = made),
+  );
 
   it('GET /agent/ with no login Session redirects to the login page', async () => {
     await page.goto(`${t.url}/agent/`);

@@ -1,25 +1,24 @@
 import { eq } from 'drizzle-orm';
 import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { agents, merchants } from '../../src/db/schema.js';
 import { createAgent } from '../../src/resolvers/admin.js';
 import {
   type BrowserTab,
-  browserAvailable,
   describeInBrowser,
-  launchChromium,
+  waitUntilLive as live,
   openTab,
   openWorkbenchLoggedIn,
   screenshot,
+  useBrowserApp,
+  useChatTabs,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 type Hooks = { __parley?: { dropSocket(): void; restoreSocket(): void } };
 const dropSocket = (page: Page) => page.evaluate(() => (window as unknown as Hooks).__parley?.dropSocket());
 const restoreSocket = (page: Page) => page.evaluate(() => (window as unknown as Hooks).__parley?.restoreSocket());
-const live = (page: Page) =>
-  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
 
 /** Polls a condition of the pages (they change on their own, through the socket) for up to 20 s. */
 const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
@@ -35,18 +34,10 @@ const png = (width: number, height: number) =>
 /** Two pages and a server on a shared, loaded machine: each step waits for its condition, up to Playwright's 30 s. */
 const STORY_TIMEOUT = 120_000;
 
-// One Chromium and one server for the whole file (a launch costs about 2 s of CPU).
 let t: TestApp;
 let browser: Browser;
-beforeAll(async () => {
-  // The history test sends 35 messages from one visitor in a burst: above CHAT_MESSAGE_BURST's default of 30 per 10 s.
-  if (browserAvailable)
-    [t, browser] = await Promise.all([startTestApp({ env: { CHAT_MESSAGE_BURST: '100' } }), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await t?.stop();
-});
+// The history test sends 35 messages from one visitor in a burst: above CHAT_MESSAGE_BURST's default of 30 per 10 s.
+useBrowserApp((made) => ({ t, browser } = made), { env: { CHAT_MESSAGE_BURST: '100' } });
 
 describeInBrowser('chat pages: a visitor page and the workbench against one server', () => {
   let agentTab: BrowserTab;
@@ -54,21 +45,11 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   let agent: Page;
   let visitor: Page;
 
-  beforeEach(async () => {
-    [agentTab, visitorTab] = await Promise.all([openTab(browser), openTab(browser)]);
-    agent = agentTab.page;
-    visitor = visitorTab.page;
-  });
+  useChatTabs(
+    () => browser,
+    (made) => ({ agentTab, visitorTab, agent, visitor } = made),
+  );
   afterEach(async () => {
-    // The visitor leaves: its conversation closes, so Alice's capacity is free for the next test.
-    await visitor
-      .evaluate(async () => {
-        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
-        if (token)
-          await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
-      })
-      .catch(() => {});
-    await Promise.all([agentTab.close(), visitorTab.close()]);
     await t.app.deps.db.update(agents).set({ maxConcurrentChats: null }).where(eq(agents.username, 'alice'));
   });
 

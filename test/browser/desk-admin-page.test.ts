@@ -1,18 +1,18 @@
 import { eq } from 'drizzle-orm';
 import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, expect, it } from 'vitest';
 import { merchants } from '../../src/db/schema.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
-  launchChromium,
   logInThroughPage,
   openTab,
   screenshot,
+  useBrowserApp,
 } from '../support/browser.js';
 import { HttpClient } from '../support/clients.js';
-import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
+import { CAPTCHA, type TestApp } from '../support/test-app.js';
 
 describeInBrowser('the merchant’s desk in a real browser: register, administer, chat', () => {
   let t: TestApp;
@@ -20,20 +20,18 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
   const tabs: BrowserTab[] = [];
   const codes = new Map<string, string>();
 
-  beforeAll(async () => {
-    [t, browser] = await Promise.all([
-      startTestApp({ env: { REGISTRATION: 'on', SMS_REGISTRATION: 'on' } }),
-      launchChromium(),
-    ]);
-    // The SMS driver, captured: the code the applicant would read on the phone.
-    t.app.deps.sms = async (message) => {
-      codes.set(message.mobile, message.code);
-    };
-  });
+  useBrowserApp(
+    (made) => {
+      ({ t, browser } = made);
+      // The SMS driver, captured: the code the applicant would read on the phone.
+      t.app.deps.sms = async (message) => {
+        codes.set(message.mobile, message.code);
+      };
+    },
+    { env: { REGISTRATION: 'on', SMS_REGISTRATION: 'on' } },
+  );
   afterAll(async () => {
     await Promise.all(tabs.map((tab) => tab.close()));
-    await browser?.close();
-    await t?.stop();
   });
 
   const newTab = async () => {

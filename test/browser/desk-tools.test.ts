@@ -1,20 +1,20 @@
 import { eq } from 'drizzle-orm';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { agents } from '../../src/db/schema.js';
 import { createCannedResponse } from '../../src/resolvers/desk/canned.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
-  browserAvailable,
   describeInBrowser,
-  launchChromium,
-  openTab,
+  waitUntilLive as live,
   openWorkbenchLoggedIn,
   screenshot,
+  useBrowserApp,
+  useChatTabs,
 } from '../support/browser.js';
 import { factories } from '../support/deps.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 
 /**
  * The desk tools in the workbench, in Chromium (docs/desk.md "Desk tools"): an agent inserts a
@@ -22,20 +22,12 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
  * that shows in its place in the history, marked — and never on the visitor's page.
  */
 
-const live = (page: Page) =>
-  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
 const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
 const STORY_TIMEOUT = 120_000;
 
 let t: TestApp;
 let browser: Browser;
-beforeAll(async () => {
-  if (browserAvailable) [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await t?.stop();
-});
+useBrowserApp((made) => ({ t, browser } = made));
 
 describeInBrowser('the workbench’s desk tools', () => {
   let agentTab: BrowserTab;
@@ -43,21 +35,10 @@ describeInBrowser('the workbench’s desk tools', () => {
   let agent: Page;
   let visitor: Page;
 
-  beforeEach(async () => {
-    [agentTab, visitorTab] = await Promise.all([openTab(browser), openTab(browser)]);
-    agent = agentTab.page;
-    visitor = visitorTab.page;
-  });
-  afterEach(async () => {
-    await visitor
-      .evaluate(async () => {
-        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
-        if (token)
-          await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
-      })
-      .catch(() => {});
-    await Promise.all([agentTab.close(), visitorTab.close()]);
-  });
+  useChatTabs(
+    () => browser,
+    (made) => ({ agentTab, visitorTab, agent, visitor } = made),
+  );
 
   it(
     '/shortcut inserts a canned response; a label goes on and off; a note shows in its place, marked, and never reaches the visitor',

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import type { Browser, Frame, Page } from 'playwright-core';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import {
   agents,
   attachments,
@@ -9,8 +9,15 @@ import {
   visitorAttributes,
   visitors,
 } from '../../src/db/schema.js';
-import { type BrowserTab, browserAvailable, describeInBrowser, launchChromium, openTab } from '../support/browser.js';
-import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
+import {
+  type BrowserTab,
+  describeInBrowser,
+  waitUntilLive as live,
+  logInWithApi,
+  openTab,
+  useBrowserApp,
+} from '../support/browser.js';
+import type { TestApp } from '../support/test-app.js';
 
 /**
  * Every user-controlled value the chat pages show, fed markup, scripts, bidirectional controls
@@ -38,9 +45,9 @@ const value = {
 
 let t: TestApp;
 let browser: Browser;
+useBrowserApp((made) => ({ t, browser } = made));
 beforeAll(async () => {
-  if (!browserAvailable) return;
-  [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  if (!t) return;
   const db = t.app.deps.db;
   await db.update(agents).set({ nickname: value.agentNickname }).where(eq(agents.username, 'alice'));
   await db.update(agents).set({ nickname: value.ticketNickname }).where(eq(agents.username, 'tom'));
@@ -49,10 +56,6 @@ beforeAll(async () => {
     .insert(visitorAttributeDefs)
     .values({ merchantId: 'm_demo', key: 'hostile', label: value.attributeLabel, type: 'text', position: 99 });
   t.app.deps.configCache.invalidate('m_demo');
-});
-afterAll(async () => {
-  await browser?.close();
-  await t?.stop();
 });
 
 /** A tab that records CSP violations (the DOM event), besides the script and console errors openTab records. */
@@ -88,19 +91,9 @@ async function assertFrameInert(frame: Frame) {
 }
 
 const textOf = (page: Page | Frame, selector: string) => page.locator(selector).first().textContent();
-const live = (page: Page | Frame) =>
-  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
 const say = async (page: Page | Frame, text: string) => {
   await page.locator('#message-input').fill(text);
   await page.getByRole('button', { name: 'Send', exact: true }).click();
-};
-const logIn = async (page: Page, username: string) => {
-  const request = page.context().request;
-  await request.get(`${t.url}/agent/login/logincaptcha?rand=${Math.random()}`);
-  const res = await request.post(`${t.url}/agent/login/check`, {
-    form: { username, password: `${username}-password`, captcha: CAPTCHA },
-  });
-  expect(((await res.json()) as { code: number }).code).toBe(0);
 };
 
 describeInBrowser('pages under hostile content: every user-controlled value is shown as text', () => {
@@ -124,7 +117,7 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
       await host.locator('#visitor-facts dd').first().waitFor();
     };
     try {
-      await logIn(agent, 'alice');
+      await logInWithApi(agent, t, 'alice');
       await agent.goto(`${t.url}/agent/`);
       await live(agent);
       await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
@@ -210,7 +203,7 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
   it('the server-rendered ticket page escapes the agent nickname it writes into the HTML', async () => {
     const tab = await hostileTab();
     try {
-      await logIn(tab.page, 'tom');
+      await logInWithApi(tab.page, t, 'tom');
       await tab.page.goto(`${t.url}/agent/ticket`);
       expect(await textOf(tab.page, '#ticket-heading')).toBe(`Signed in as ${value.ticketNickname}`);
       await assertInert(tab);

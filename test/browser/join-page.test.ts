@@ -1,10 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { expectNoSeriousViolations } from '../support/axe.js';
-import { type BrowserTab, describeInBrowser, launchChromium, openTab, screenshot } from '../support/browser.js';
-import { CAPTCHA, startTestApp, type TestApp } from '../support/test-app.js';
+import { type BrowserTab, describeInBrowser, screenshot, useBrowserApp, useTab } from '../support/browser.js';
+import { CAPTCHA, type TestApp } from '../support/test-app.js';
 
 /** A stand-in SMS gateway for SMS_DRIVER=webhook: it keeps the codes it was asked to send. */
 async function smsGateway() {
@@ -38,25 +38,20 @@ describeInBrowser('registration page in a real browser (SMS registration on)', (
 
   beforeAll(async () => {
     gateway = await smsGateway();
-    [t, browser] = await Promise.all([
-      startTestApp({
-        env: { REGISTRATION: 'on', SMS_REGISTRATION: 'on', SMS_DRIVER: 'webhook', SMS_WEBHOOK_URL: gateway.url },
-      }),
-      launchChromium(),
-    ]);
   });
   afterAll(async () => {
-    await browser?.close();
-    await t?.stop();
     await gateway?.close();
   });
-  beforeEach(async () => {
-    tab = await openTab(browser);
-    page = tab.page;
-  });
-  afterEach(async () => {
-    await tab.close();
-  });
+  useBrowserApp(
+    (made) => ({ t, browser } = made),
+    () => ({
+      env: { REGISTRATION: 'on', SMS_REGISTRATION: 'on', SMS_DRIVER: 'webhook', SMS_WEBHOOK_URL: gateway.url },
+    }),
+  );
+  useTab(
+    () => browser,
+    (made) => ({ tab, page } = made),
+  );
 
   const sendCode = async (mobile: string) => {
     await page.getByLabel(/mobile number/i).fill(mobile);

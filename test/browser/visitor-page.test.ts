@@ -1,18 +1,19 @@
 import { eq } from 'drizzle-orm';
 import type { Browser, Frame, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { merchants } from '../../src/db/schema.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
-  launchChromium,
-  openTab,
   publish,
   screenshot,
+  useBrowserApp,
+  useTab,
   waitForSubscription,
+  waitUntilLive,
 } from '../support/browser.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 
 const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
 
@@ -22,20 +23,11 @@ describeInBrowser('visitor chat page in a real browser', () => {
   let tab: BrowserTab;
   let page: Page;
 
-  beforeAll(async () => {
-    [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await t?.stop();
-  });
-  beforeEach(async () => {
-    tab = await openTab(browser);
-    page = tab.page;
-  });
-  afterEach(async () => {
-    await tab.close();
-  });
+  useBrowserApp((made) => ({ t, browser } = made));
+  useTab(
+    () => browser,
+    (made) => ({ tab, page } = made),
+  );
 
   /** Opens /visitor/ (the host page), then the widget's panel; answers the panel's frame. */
   const openChat = async (appkey = 'demo-appkey'): Promise<Frame> => {
@@ -47,7 +39,7 @@ describeInBrowser('visitor chat page in a real browser', () => {
     await launcher.click();
     const frame = await (await page.locator('parley-widget iframe').elementHandle())?.contentFrame();
     if (!frame) throw new Error('no panel frame');
-    await frame.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+    await waitUntilLive(frame);
     return frame;
   };
 

@@ -8,14 +8,14 @@ import { merchants } from '../../src/db/schema.js';
 import { userHashFor } from '../../src/resolvers/visitor.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
-  browserAvailable,
   describeInBrowser,
-  launchChromium,
   openTab,
   openWorkbenchLoggedIn,
   screenshot,
+  useBrowserApp,
+  waitUntilLive,
 } from '../support/browser.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 
 /**
  * The widget as a merchant's site embeds it (issue 34, "Done when"): a plain host page on
@@ -68,9 +68,9 @@ let browser: Browser;
 let host: Server;
 let hostUrl: string;
 let identitySecret = '';
+useBrowserApp((made) => ({ t, browser } = made));
 beforeAll(async () => {
-  if (!browserAvailable) return;
-  [t, browser] = await Promise.all([startTestApp(), launchChromium()]);
+  if (!t) return;
   const [demo] = await t.app.deps.db.select().from(merchants).where(eq(merchants.bid, 'demo'));
   identitySecret = demo?.identitySecret ?? '';
   host = createServer((req, res) => {
@@ -94,8 +94,6 @@ beforeAll(async () => {
   hostUrl = `http://localhost:${(host.address() as AddressInfo).port}`;
 });
 afterAll(async () => {
-  await browser?.close();
-  await t?.stop();
   await new Promise((resolve) => host?.close(resolve));
 });
 
@@ -107,7 +105,7 @@ async function openPanel(page: Page): Promise<Frame> {
   const frame = await (await iframe.elementHandle())?.contentFrame();
   if (!frame) throw new Error('the widget has no panel frame');
   await frame.locator('#main[data-visitor-id]').waitFor({ state: 'attached', timeout: 15_000 });
-  await frame.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+  await waitUntilLive(frame);
   return frame;
 }
 
@@ -371,7 +369,7 @@ async function openPanelFrame(page: Page): Promise<Frame> {
   const frame = await (await page.locator('parley-widget iframe').elementHandle())?.contentFrame();
   if (!frame) throw new Error('the widget has no panel frame');
   await frame.locator('#main[data-visitor-id]').waitFor({ state: 'attached', timeout: 15_000 });
-  await frame.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+  await waitUntilLive(frame);
   return frame;
 }
 

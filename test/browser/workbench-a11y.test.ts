@@ -1,19 +1,19 @@
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
-  browserAvailable,
   describeInBrowser,
-  launchChromium,
-  openTab,
+  waitUntilLive as live,
   openWorkbenchLoggedIn,
   publish,
   showDeveloperFeed,
+  useBrowserApp,
+  useTab,
   waitForSubscription,
 } from '../support/browser.js';
 import { HttpClient, visitorToken } from '../support/clients.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 
 /**
  * The workbench for all-day use (issue 34, "Pages people use all day", and issue 27 row 8):
@@ -22,21 +22,12 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
  */
 
 const poll = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 20_000, interval: 100 });
-const live = (page: Page) =>
-  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
 const STORY_TIMEOUT = 120_000;
 
 let t: TestApp;
 let browser: Browser;
-beforeAll(async () => {
-  // The history test sends 35 messages in a burst: above CHAT_MESSAGE_BURST's default of 30 per 10 s.
-  if (browserAvailable)
-    [t, browser] = await Promise.all([startTestApp({ env: { CHAT_MESSAGE_BURST: '100' } }), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await t?.stop();
-});
+// The history test sends 35 messages in a burst: above CHAT_MESSAGE_BURST's default of 30 per 10 s.
+useBrowserApp((made) => ({ t, browser } = made), { env: { CHAT_MESSAGE_BURST: '100' } });
 
 /** A visitor over the REST API (not a page): token, assignment, messages. */
 async function arrive(nickname: string) {
@@ -77,14 +68,13 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   let page: Page;
   let visitor: Awaited<ReturnType<typeof arrive>> | undefined;
 
-  beforeEach(async () => {
-    tab = await openTab(browser);
-    page = tab.page;
-  });
+  useTab(
+    () => browser,
+    (made) => ({ tab, page } = made),
+  );
   afterEach(async () => {
     await visitor?.close().catch(() => {});
     visitor = undefined;
-    await tab.close();
   });
 
   it(

@@ -2,9 +2,9 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
-import { describe, it } from 'vitest';
-import { CAPTCHA, INTERNAL_TOKEN, type TestApp } from './test-app.js';
+import { type Browser, type BrowserContext, chromium, type Frame, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, it } from 'vitest';
+import { CAPTCHA, INTERNAL_TOKEN, startTestApp, type TestApp } from './test-app.js';
 
 /**
  * Debian's Chromium (`apt-get install chromium`), or another build named by CHROMIUM_PATH; the
@@ -73,6 +73,84 @@ export async function openTab(browser: Browser): Promise<BrowserTab> {
   return { context, page, problems, close: () => context.close() };
 }
 
+type AppOptions = Parameters<typeof startTestApp>[0];
+
+/**
+ * The set-up of a browser test file, written once: before its tests, one gateway
+ * (`startTestApp(options)`; a function is read then, after the file's earlier hooks) and one
+ * Chromium (a launch costs about 2 s of CPU), handed to `use`, which keeps them in the file's
+ * variables; after them, both stopped. Without Chromium nothing starts (`describeInBrowser`
+ * skips the tests, or fails them in CI).
+ */
+export function useBrowserApp(
+  use: (made: { t: TestApp; browser: Browser }) => unknown,
+  options?: AppOptions | (() => AppOptions),
+): void {
+  let made: { t?: TestApp; browser?: Browser } = {};
+  beforeAll(async () => {
+    if (!browserAvailable) return;
+    const [t, browser] = await Promise.allSettled([
+      startTestApp(typeof options === 'function' ? options() : options),
+      launchChromium(),
+    ]);
+    made = {
+      t: t.status === 'fulfilled' ? t.value : undefined,
+      browser: browser.status === 'fulfilled' ? browser.value : undefined,
+    };
+    if (t.status === 'rejected') throw t.reason;
+    if (browser.status === 'rejected') throw browser.reason;
+    use(made as { t: TestApp; browser: Browser });
+  });
+  afterAll(async () => {
+    await made.browser?.close();
+    await made.t?.stop();
+  });
+}
+
+/** A fresh tab (its own context) for each test, handed to `use` with its page; closed after the test. */
+export function useTab(browser: () => Browser, use: (made: { tab: BrowserTab; page: Page }) => unknown): void {
+  let tab: BrowserTab | undefined;
+  beforeEach(async () => {
+    tab = await openTab(browser());
+    use({ tab, page: tab.page });
+  });
+  afterEach(async () => {
+    await tab?.close();
+  });
+}
+
+/**
+ * An agent's tab and a visitor's tab for each test, handed to `use`. After the test the visitor
+ * leaves (its conversation closes, so the agent's capacity is free for the next test) and both
+ * tabs close.
+ */
+export function useChatTabs(
+  browser: () => Browser,
+  use: (made: { agentTab: BrowserTab; visitorTab: BrowserTab; agent: Page; visitor: Page }) => unknown,
+): void {
+  let tabs: { agentTab: BrowserTab; visitorTab: BrowserTab } | undefined;
+  beforeEach(async () => {
+    const [agentTab, visitorTab] = await Promise.all([openTab(browser()), openTab(browser())]);
+    tabs = { agentTab, visitorTab };
+    use({ ...tabs, agent: agentTab.page, visitor: visitorTab.page });
+  });
+  afterEach(async () => {
+    if (!tabs) return;
+    await tabs.visitorTab.page
+      .evaluate(async () => {
+        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
+        if (token)
+          await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+      })
+      .catch(() => {});
+    await Promise.all([tabs.agentTab.close(), tabs.visitorTab.close()]);
+  });
+}
+
+/** Waits until the page's socket is live (`#connection-status[data-state="live"]`). */
+export const waitUntilLive = (page: Page | Frame) =>
+  page.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+
 /** Saves a full-page screenshot as test-results/<name>.png. */
 export async function screenshot(page: Page, name: string) {
   await mkdir(RESULTS_DIR, { recursive: true });
@@ -90,20 +168,25 @@ export async function logInThroughPage(page: Page, t: TestApp, username: string,
 
 /**
  * Logs the tab's context in with the login API (captcha, then `POST /agent/login/check`), whose
- * Session cookie the context keeps, and opens the workbench: for tests about what follows a
- * login. The login page itself is tested through the page (`logInThroughPage`).
+ * Session cookie the context keeps: for tests about what follows a login. The login page itself
+ * is tested through the page (`logInThroughPage`).
  */
+export async function logInWithApi(page: Page, t: TestApp, username: string, password = `${username}-password`) {
+  const request = page.context().request;
+  await request.get(`${t.url}/agent/login/logincaptcha?rand=${Math.random()}`);
+  const res = await request.post(`${t.url}/agent/login/check`, { form: { username, password, captcha: CAPTCHA } });
+  const body = (await res.json()) as { code: number };
+  if (body.code !== 0) throw new Error(`login as ${username} failed: ${res.status()} ${JSON.stringify(body)}`);
+}
+
+/** Logs in with the login API (`logInWithApi`) and opens the workbench. */
 export async function openWorkbenchLoggedIn(
   page: Page,
   t: TestApp,
   username: string,
   password = `${username}-password`,
 ) {
-  const request = page.context().request;
-  await request.get(`${t.url}/agent/login/logincaptcha?rand=${Math.random()}`);
-  const res = await request.post(`${t.url}/agent/login/check`, { form: { username, password, captcha: CAPTCHA } });
-  const body = (await res.json()) as { code: number };
-  if (body.code !== 0) throw new Error(`login as ${username} failed: ${res.status()} ${JSON.stringify(body)}`);
+  await logInWithApi(page, t, username, password);
   await page.goto(`${t.url}/agent/`);
 }
 
