@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import type { Browser } from 'playwright-core';
 import { afterAll, expect, it } from 'vitest';
-import { merchants } from '../../src/db/schema.js';
+import { agents, merchants } from '../../src/db/schema.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
@@ -113,6 +113,88 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     await agent.locator('#message-input').fill('Yes, aisle three.');
     await agent.getByRole('button', { name: 'Send', exact: true }).click();
     await visitor.locator('#messages li[data-sender="agent"]', { hasText: 'Yes, aisle three.' }).waitFor();
+  }, 120_000);
+
+  it('the admin changes an agent (level, capacity, group, password), a group (name, default, members), the display name and attributes; ends another agent’s Session; filters the audit log', async () => {
+    const page = await newTab();
+    await logInThroughPage(page, t, 'ada');
+    await page.waitForURL(`${t.url}/agent/`);
+    await page.goto(`${t.url}/agent/admin`);
+    await page.waitForSelector('body[data-ready="true"]', { state: 'attached' });
+
+    // tom: ticket agent → agent, capacity 3, in Sales, a new password.
+    await page.getByRole('button', { name: 'Edit tom' }).click();
+    await page.getByLabel('Agent level').selectOption('agent');
+    await page.getByLabel(/^Agent capacity/).fill('3');
+    await page.getByLabel('Agent group').selectOption({ label: 'Sales' });
+    await page.getByLabel(/^New password/).fill('tom-new-password');
+    await page.getByRole('button', { name: 'Save agent' }).click();
+    await page.getByText('tom saved (new password: its sessions ended).').waitFor();
+    const tomRow = page.locator('#agents tr[data-agent="tom"]');
+    await expect
+      .poll(async () => tomRow.locator('td').allTextContents())
+      .toEqual(expect.arrayContaining(['tom', 'agent', '3', 'Sales']));
+    const tom = new HttpClient(t.url);
+    expect((await tom.login('tom', 'tom-password')).body.code).toBe(1002);
+    expect((await tom.login('tom', 'tom-new-password')).body.code).toBe(0);
+
+    // Sales: renamed, made the default, alice and tom its members.
+    await page.getByRole('button', { name: 'Edit group Sales' }).click();
+    await page.getByLabel('Group name', { exact: true }).fill('Sales EU');
+    await page.getByLabel(/The default group/).check();
+    await page.locator('#group-edit-members label', { hasText: 'alice' }).locator('input').check();
+    await page.getByRole('button', { name: 'Save group' }).click();
+    await page.getByText('Group Sales EU saved.').waitFor();
+    expect(await page.locator('#groups li[data-group="Sales EU"]').textContent()).toContain('Sales EU (default) —');
+    const sales = await t.app.deps.db.select({ id: agents.id }).from(agents).where(eq(agents.groupId, 'g_demo_sales'));
+    expect(sales.map((a) => a.id)).toEqual(expect.arrayContaining(['a_alice', 'a_tom']));
+
+    // The display name and a new visitor attribute: the visitor bootstrap shows both.
+    await page.getByLabel(/^Business name/).fill('Demo Shop & Co');
+    await page.getByRole('button', { name: 'Add attribute' }).click();
+    const row = page.locator('#attributes tr').last();
+    await row.locator('[name="key"]').fill('plan');
+    await row.locator('[name="label"]').fill('Plan');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText('Settings saved.').waitFor();
+    expect(await page.locator('.merchant-name').textContent()).toBe('Demo Shop & Co');
+    const token = await new HttpClient(t.url).json('/visitor/token', {
+      method: 'POST',
+      json: { appkey: 'demo-appkey' },
+    });
+    const boot = await new HttpClient(t.url).graphql(
+      '{ visitorBootstrap { setting { appname } } }',
+      {},
+      { authorization: `Bearer ${token.body.data.token}` },
+    );
+    expect(boot.body.data.visitorBootstrap.setting.appname).toBe('Demo Shop & Co');
+    // The agents' bootstrap carries the attribute definitions (a visitor's lists only those it has a value for).
+    const alice = new HttpClient(t.url);
+    expect((await alice.login('alice')).body.code).toBe(0);
+    const workbench = await alice.json('/agent/data/get');
+    expect(workbench.body.data.visitor_attribute_config.attributes).toContainEqual(
+      expect.objectContaining({ key: 'plan', label: 'Plan', type: 'text' }),
+    );
+
+    // tom's Session, listed and ended from the admin page.
+    await page.getByRole('button', { name: 'Sessions of tom' }).click();
+    const session = page.locator('#sessions li[data-session]');
+    await session.waitFor();
+    await session.getByRole('button', { name: 'End' }).click();
+    await page.getByText('Session ended.').waitFor();
+    expect((await tom.json('/agent/data/get')).body.code).toBe(-1);
+
+    // The audit log, filtered by action, shows before → after.
+    await page.getByLabel('Filter by action').fill('agent.updated');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect
+      .poll(async () => page.locator('#audit tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-action'))))
+      .toEqual(['agent.updated']);
+    const change = (await page.locator('#audit tr .change').textContent()) ?? '';
+    expect(change).toMatch(/"level":"ticket_agent".*→.*"level":"agent"/);
+    expect(change).toContain('"passwordChanged":true');
+    await screenshot(page, 'desk-admin-edit');
+    await expectNoSeriousViolations(page, 'the admin page after changing an agent, a group and settings');
   }, 120_000);
 
   it('a non-admin opening /agent/admin goes to its workbench; the join page says when registration is off', async () => {
