@@ -424,6 +424,12 @@ export const eventOutbox = pgTable(
     event: text('event').notNull(),
     data: jsonb('data').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    /**
+     * Set on the rows of a send that found no earlier row of its key pending: the sending instance
+     * publishes them itself right after its commit, and every other publisher leaves the key until
+     * then (src/resolvers/outbox.ts, "owned publication"). Null on every other row.
+     */
+    claimedUntil: timestamp('claimed_until', { withTimezone: true }),
   },
   (t) => [index('event_outbox_created').on(t.createdAt), index('event_outbox_key').on(t.orderKey, t.id)],
 );

@@ -1,12 +1,13 @@
 import { and, eq, ne, sql } from 'drizzle-orm';
-import { type Conversation, conversations, type Message, merchants, messages, visitors } from '../db/schema.js';
+import { type Conversation, conversations, type Message, merchants, visitors } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
+import { toWire } from './event-catalog.js';
 import { agentChannel } from './events.js';
 import { webhookOutboxRow } from './integration/webhooks/events.js';
-import { enqueueRows, outboxRow, type Tx, visitorKey } from './outbox.js';
+import { type ClaimedRow, OUTBOX_LEASE_MS, rowsOf, type Tx, visitorKey } from './outbox.js';
 
 /**
  * What the chat's domain files share: loading a conversation with what its events need, and
@@ -139,10 +140,10 @@ export const toMessageView = (m: Message, attachment: AttachmentView | null = nu
 });
 
 /** The channels a conversation's message events go to: the visitor's, and its agent's when assigned. */
-export const participantChannels = (ctx: ConversationContext, agentId = ctx.conversation.agentId) => [
-  ctx.visitorChannel,
-  ...(agentId ? [agentChannel(agentId)] : []),
-];
+export const participantChannels = (
+  ctx: Pick<ConversationContext, 'visitorChannel'> & { conversation?: { agentId: string | null } },
+  agentId = ctx.conversation?.agentId,
+) => [ctx.visitorChannel, ...(agentId ? [agentChannel(agentId)] : [])];
 
 export interface NewMessage {
   senderType: 'visitor' | 'agent' | 'system' | 'bot';
@@ -170,58 +171,178 @@ export async function appendMessage(
   input: NewMessage,
 ): Promise<MessageView> {
   const now = deps.now();
-  const content = input.content;
-  const item = {
-    sender_type: input.senderType,
-    type: input.type,
-    content: preview(content),
-    created_at: now,
-  };
-  const [bumped] = await tx
-    .update(conversations)
-    .set({
-      lastSeq: sql`${conversations.lastSeq} + 1`,
-      timestamp: Math.floor(now / 1000),
-      items: sql`jsonb_build_array(${JSON.stringify(item)}::jsonb || jsonb_build_object('seq', ${conversations.lastSeq} + 1))`,
-      ...(input.senderType === 'visitor' ? { visitorReadSeq: sql`${conversations.lastSeq} + 1` } : {}),
-      ...(input.senderType === 'agent' ? { agentReadSeq: sql`${conversations.lastSeq} + 1` } : {}),
-      ...(input.senderType === 'visitor'
-        ? {
-            botDueAt: sql`case when ${conversations.botId} is null then null else coalesce(${conversations.botDueAt}, ${new Date(now + deps.config.bots.handoffTimeoutSeconds * 1000).toISOString()}::timestamptz) end`,
-          }
-        : {}),
-      ...(input.senderType === 'bot' ? { botDueAt: null } : {}),
-    })
-    .where(eq(conversations.id, ctx.conversation.id))
-    .returning({ lastSeq: conversations.lastSeq, botId: conversations.botId });
+  const [bumped] = rowsOf<{ last_seq: number; bot_id: string | null }>(
+    await tx.execute(sql`
+      update conversations c set ${bumpAssignments(deps, input, now)}
+      where c.id = ${ctx.conversation.id}
+      returning c.last_seq, c.bot_id`),
+  );
   if (!bumped) throw new DomainError('NOT_FOUND', 'No such conversation');
-  const [row] = await tx
-    .insert(messages)
-    .values({
-      id: newId('msg'),
-      conversationId: ctx.conversation.id,
+  ctx.conversation.lastSeq = Number(bumped.last_seq);
+  const { view } = await insertMessage(
+    tx,
+    {
+      id: ctx.conversation.id,
       merchantId: ctx.conversation.merchantId,
       visitorId: ctx.conversation.visitorId,
-      seq: bumped.lastSeq,
-      senderType: input.senderType,
-      senderId: input.senderId,
-      clientMsgId: input.clientMsgId,
-      type: input.type,
-      content,
-      attachmentId: input.attachment?.attachmentId ?? null,
-      meta: input.meta ?? null,
-      createdAt: new Date(now),
-    })
-    .returning();
-  if (!row) throw new Error('message insert returned nothing');
-  ctx.conversation.lastSeq = bumped.lastSeq;
-  const view = toMessageView(row, input.attachment ?? null);
-  const data = { message: view, botId: bumped.botId };
-  // One statement for the message's events and its webhook row (in this order: their ids follow it).
-  const key = visitorKey(ctx.conversation.visitorId);
-  await enqueueRows(tx, [
-    ...participantChannels(ctx).map((channel) => outboxRow(key, channel, 'message.created', data)),
-    webhookOutboxRow(key, ctx.conversation.merchantId, ctx.conversation.id, 'message.created', data, now),
-  ]);
+      agentId: ctx.conversation.agentId,
+      visitorChannel: ctx.visitorChannel,
+    },
+    input,
+    { seq: Number(bumped.last_seq), botId: bumped.bot_id, now },
+  );
   return view;
+}
+
+/**
+ * The `set` list of a message's bump of its conversation row (alias `c`): the next seq, the
+ * activity time, the last-message summary, the sender's read position, the bot's answer deadline.
+ */
+function bumpAssignments(deps: Deps, input: NewMessage, now: number) {
+  const item = JSON.stringify({
+    sender_type: input.senderType,
+    type: input.type,
+    content: preview(input.content),
+    created_at: now,
+  });
+  const dueAt = new Date(now + deps.config.bots.handoffTimeoutSeconds * 1000).toISOString();
+  return sql`last_seq = c.last_seq + 1, "timestamp" = ${Math.floor(now / 1000)},
+    items = jsonb_build_array(${item}::jsonb || jsonb_build_object('seq', c.last_seq + 1))${
+      input.senderType === 'visitor'
+        ? sql`, visitor_read_seq = c.last_seq + 1,
+          bot_due_at = case when c.bot_id is null then null else coalesce(c.bot_due_at, ${dueAt}::timestamptz) end`
+        : input.senderType === 'agent'
+          ? sql`, agent_read_seq = c.last_seq + 1`
+          : input.senderType === 'bot'
+            ? sql`, bot_due_at = null`
+            : sql``
+    }`;
+}
+
+/** What a send's one statement of lock and bump answers: the open conversation as the send needs it. */
+export interface BumpedConversation {
+  target: MessageTarget;
+  state: Conversation['state'];
+  botId: string | null;
+  seq: number;
+}
+
+/**
+ * A send's first statement: the open conversation of the visitor locked and bumped for the
+ * message (the update takes the row lock that orders concurrent sends, on every instance), with
+ * what the message's events need. Undefined when the visitor has no open conversation. The
+ * caller's checks (assigned agent, holding bot) come after it, in the same transaction: a refusal
+ * rolls the bump back.
+ */
+export async function bumpOpenConversation(
+  deps: Deps,
+  tx: Tx,
+  merchantId: string,
+  visitorId: string,
+  input: NewMessage,
+  now: number,
+): Promise<BumpedConversation | undefined> {
+  const [row] = rowsOf<{
+    id: string;
+    agent_id: string | null;
+    bot_id: string | null;
+    state: Conversation['state'];
+    last_seq: number;
+    channel: string;
+  }>(
+    await tx.execute(sql`
+      update conversations c set ${bumpAssignments(deps, input, now)}
+      from visitors v
+      where c.merchant_id = ${merchantId} and c.visitor_id = ${visitorId} and c.state <> 'closed'
+        and v.id = c.visitor_id and v.merchant_id = ${merchantId}
+      returning c.id, c.agent_id, c.bot_id, c.state, c.last_seq, v.channel`),
+  );
+  if (!row) return undefined;
+  return {
+    target: { id: row.id, merchantId, visitorId, agentId: row.agent_id, visitorChannel: row.channel },
+    state: row.state,
+    botId: row.bot_id,
+    seq: Number(row.last_seq),
+  };
+}
+
+/** The conversation a message is stored in, as its row and events need it. */
+export interface MessageTarget {
+  id: string;
+  merchantId: string;
+  visitorId: string;
+  agentId: string | null;
+  visitorChannel: string;
+}
+
+/**
+ * Stores a message with the `seq` its bump took and writes its `message.created` rows to the
+ * outbox (the visitor's channel, the agent's when assigned, the webhook row, in this order: their
+ * ids follow it), in one statement. With `claim` (a send), the rows are claimed for the sender's
+ * own publication after commit when no earlier row of the key is pending — read in this
+ * statement, after the bump's row lock (outbox.ts, "owned publication"); `claimed` then lists
+ * them in order, else it is null and the caller publishes through `publishOutbox`.
+ */
+export async function insertMessage(
+  tx: Tx,
+  target: MessageTarget,
+  input: NewMessage,
+  at: { seq: number; botId: string | null; now: number },
+  claim = false,
+): Promise<{ view: MessageView; claimed: ClaimedRow[] | null }> {
+  const { seq, botId, now } = at;
+  const view: MessageView = {
+    id: newId('msg'),
+    conversationId: target.id,
+    visitorId: target.visitorId,
+    seq,
+    senderType: input.senderType,
+    senderId: input.senderId,
+    clientMsgId: input.clientMsgId,
+    type: input.type,
+    content: input.content,
+    attachment: input.attachment ?? null,
+    meta: input.meta ?? null,
+    createdAt: now,
+    recalled: false,
+  };
+  const data = { message: view, botId };
+  const key = visitorKey(target.visitorId);
+  // The wire payload serialized once for every channel's row.
+  const wire = toWire('message.created', data);
+  const wireText = JSON.stringify(wire);
+  const rows: ClaimedRow[] = participantChannels({ visitorChannel: target.visitorChannel }, target.agentId).map(
+    (channel) => ({ id: 0, channel, event: 'message.created', data: wire }),
+  );
+  const texts = rows.map(() => wireText);
+  const hook = webhookOutboxRow(key, target.merchantId, target.id, 'message.created', data, now);
+  rows.push({ id: 0, channel: hook.channel, event: hook.event, data: hook.data });
+  texts.push(JSON.stringify(hook.data));
+  const values = sql.join(
+    rows.map((r, i) => sql`(${r.channel}, ${r.event}, ${texts[i]}, ${sql.raw(String(i))})`),
+    sql`, `,
+  );
+  const inserted = rowsOf<{ id: number | string; mine: boolean }>(
+    await tx.execute(sql`
+      with own as materialized (
+        select ${claim}::boolean and not exists (select 1 from event_outbox where order_key = ${key}) as mine
+      ), msg as (
+        insert into messages (id, conversation_id, merchant_id, visitor_id, seq, sender_type, sender_id,
+                              client_msg_id, type, content, attachment_id, meta, created_at)
+        values (${view.id}, ${target.id}, ${target.merchantId}, ${target.visitorId}, ${seq}, ${input.senderType},
+                ${input.senderId}, ${input.clientMsgId}, ${input.type}, ${input.content},
+                ${input.attachment?.attachmentId ?? null}, ${input.meta ? JSON.stringify(input.meta) : null}::jsonb,
+                ${new Date(now).toISOString()}::timestamptz)
+      )
+      insert into event_outbox (order_key, channel, event, data, claimed_until)
+      select ${key}, r.channel, r.event, r.data::jsonb,
+             case when (select mine from own) then clock_timestamp() + ${OUTBOX_LEASE_MS} * interval '1 millisecond' end
+      from (values ${values}) as r(channel, event, data, ord)
+      order by r.ord
+      returning id, claimed_until is not null as mine`),
+  );
+  if (inserted.length !== rows.length) throw new Error('message insert: outbox rows missing');
+  if (!inserted[0]?.mine) return { view, claimed: null };
+  const ids = inserted.map((r) => Number(r.id)).sort((a, b) => a - b);
+  return { view, claimed: rows.map((r, i) => ({ ...r, id: ids[i] as number })) };
 }

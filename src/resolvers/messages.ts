@@ -9,9 +9,11 @@ import { attachmentViewOf } from './attachments/download.js';
 import { uploaderOf } from './attachments/policy.js';
 import { chargeMessage } from './budgets/chat.js';
 import {
-  appendMessage,
+  bumpOpenConversation,
   type ConversationContext,
+  insertMessage,
   latestConversation,
+  type NewMessage,
   openConversation,
   requireMerchantVisitor,
   toMessageView,
@@ -25,7 +27,7 @@ import { flag, parseInput, required, text } from './inputs.js';
 import type { ApiKeyViewer } from './integration/api-keys/authenticate.js';
 import { requireScope } from './integration/api-keys/scopes.js';
 import type { BotViewer } from './integration/bots/viewer.js';
-import { enqueueEvent, publishOutbox, visitorKey } from './outbox.js';
+import { enqueueEvent, publishClaimed, publishOutbox, visitorKey } from './outbox.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
 /**
@@ -149,14 +151,6 @@ async function storedSend(
   );
 }
 
-/** Whether `error` (or its cause) is the unique index of a sender's `clientMsgId` refusing a second copy. */
-function isDuplicateSend(error: unknown, depth = 0): boolean {
-  if (!(error instanceof Error) || depth > 3) return false;
-  const e = error as Error & { code?: unknown };
-  if (e.code === '23505' && e.message.includes('messages_sender_client_msg_id')) return true;
-  return isDuplicateSend(e.cause, depth + 1);
-}
-
 /**
  * Sends a message. The visitor writes into its open conversation — a new one (routed like an
  * assign) when it has none, so writing after a close starts over; an agent into the active
@@ -176,7 +170,15 @@ export async function sendMessage(deps: Deps, viewer: SenderViewer, given: SendI
   return storeSend(deps, viewer, input, visitorId);
 }
 
-/** The stored part of a send, once its budgets are charged. */
+/**
+ * The stored part of a send, once its budgets are charged. Exactly once: the unique index of a
+ * sender's `clientMsgId` decides, with no lookup first on every send — a store that fails for any
+ * reason (a copy committed before, in any conversation of the visitor; the conversation closed,
+ * reassigned or handed off since that copy) answers with the stored copy when there is one.
+ * Four statements (begin; lock and bump; the message with its outbox rows; commit), then the
+ * events published by this instance at once when it could claim them (outbox.ts, "owned
+ * publication"), else through `publishOutbox`.
+ */
 async function storeSend(
   deps: Deps,
   viewer: SenderViewer,
@@ -185,26 +187,30 @@ async function storeSend(
 ): Promise<SendResult> {
   const who = sender(viewer);
   if (viewer.kind !== 'visitor') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
-  const stored = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
-  if (stored) return stored;
-  // A visitor without an open conversation: the transaction below finds none, and the message
-  // starts a new one (CONVERSATION_CLOSED is handled after it) — no lookup first on every send.
+  const message: NewMessage = {
+    senderType: who.type,
+    senderId: who.id,
+    clientMsgId: input.clientMsgId,
+    type: input.type,
+    content: input.content,
+    meta: viewer.kind === 'bot' ? { bot_name: viewer.name } : null,
+  };
 
+  let began = 0;
   const store = () =>
     deps.db.transaction(async (tx) => {
+      const now = deps.now();
       // The row lock orders concurrent sends of the conversation, on every instance.
-      const ctx = await openConversation(tx, viewer.merchantId, visitorId, { lock: true });
-      if (!ctx) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
-      // A copy committed since `storedSend` (a concurrent retry, in any conversation of the
-      // visitor) makes the insert fail on messages_sender_client_msg_id: answered with that copy.
+      const bumped = await bumpOpenConversation(deps, tx, viewer.merchantId, visitorId, message, now);
+      if (!bumped) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
       if (viewer.kind === 'agent') {
-        if (ctx.conversation.state !== 'active')
+        if (bumped.state !== 'active')
           throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
-        if (ctx.conversation.agentId !== viewer.agentId)
+        if (bumped.target.agentId !== viewer.agentId)
           throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
       }
       // Checked under the row lock the hand-off takes too: once handed off, no bot message gets in.
-      if (viewer.kind === 'bot' && ctx.conversation.botId !== viewer.botId)
+      if (viewer.kind === 'bot' && bumped.botId !== viewer.botId)
         throw new DomainError('HANDED_OFF', 'This conversation is not held by this bot (handed off to the agents)');
       let attachment: AttachmentView | null = null;
       // A finished upload of this sender and merchant, of this kind; marked referenced (attachments.ts).
@@ -216,24 +222,23 @@ async function storeSend(
           input.attachmentId,
           input.type as Exclude<typeof input.type, 'text'>,
         );
-      const message = await appendMessage(deps, tx, ctx, {
-        senderType: who.type,
-        senderId: who.id,
-        clientMsgId: input.clientMsgId,
-        type: input.type,
-        content: input.content,
-        attachment,
-        meta: viewer.kind === 'bot' ? { bot_name: viewer.name } : null,
-      });
-      return { message, ctx };
+      began = Date.now();
+      // A copy committed before (a retry, in any conversation of the visitor) makes this fail on
+      // messages_sender_client_msg_id: answered with that copy below.
+      const stored = await insertMessage(
+        tx,
+        bumped.target,
+        { ...message, attachment },
+        { seq: bumped.seq, botId: bumped.botId, now },
+        true,
+      );
+      return { ...stored, state: bumped.state };
     });
-  // A concurrent copy of this send committed first (messages_sender_client_msg_id): answer with it.
-  const storedOnConflict = (error: unknown) =>
-    isDuplicateSend(error)
-      ? storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId).then(
-          (row) => row ?? Promise.reject(error),
-        )
-      : Promise.reject(error);
+  // The store failed: a copy of this send stored before (or concurrently) is the answer.
+  const storedOnFailure = (error: unknown) =>
+    storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId)
+      .catch(() => undefined)
+      .then((row) => row ?? Promise.reject(error));
   let result: Awaited<ReturnType<typeof store>>;
   try {
     result = await store();
@@ -242,16 +247,18 @@ async function storeSend(
     // sweep): the message starts a new one, as any write after a close does — unless a copy of
     // it was stored meanwhile (a retry racing the close), which is the answer.
     if (!(viewer.kind === 'visitor' && error instanceof DomainError && error.code === 'CONVERSATION_CLOSED'))
-      return storedOnConflict(error);
+      return storedOnFailure(error);
     const meanwhile = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
     if (meanwhile) return meanwhile;
     await assignAgent(deps, viewer);
-    const second = await store().catch(storedOnConflict);
-    if (!('ctx' in second)) return second;
+    const second = await store().catch(storedOnFailure);
+    if (!('view' in second)) return second;
     result = second;
   }
-  await publishOutbox(deps, visitorKey(visitorId));
-  return { message: result.message, conversationState: result.ctx.conversation.state, duplicate: false };
+  const key = visitorKey(visitorId);
+  if (result.claimed) await publishClaimed(deps, key, result.claimed, began);
+  else await publishOutbox(deps, key);
+  return { message: result.view, conversationState: result.state, duplicate: false };
 }
 
 // ---- history -----------------------------------------------------------------------------

@@ -4,7 +4,12 @@ import { eventOutbox } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { type EventData, type EventName, toWire } from './event-catalog.js';
 import { nudgeWebhooks } from './integration/webhooks/dispatcher.js';
-import { createDeliveries, isWebhookOutboxRow } from './integration/webhooks/events.js';
+import {
+  createDeliveries,
+  isWebhookOutboxRow,
+  WEBHOOK_CHANNEL_PREFIX,
+  type WebhookEndpointRef,
+} from './integration/webhooks/events.js';
 
 /**
  * Publish after commit, through the `event_outbox` table (docs/chat.md "Publication").
@@ -88,6 +93,9 @@ export async function enqueueRows(tx: Tx, rows: OutboxRow[]) {
 export const rowsOf = <T>(result: unknown): T[] =>
   Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows ?? []);
 
+/** A `json_agg` column: parsed by PGlite, a string from postgres.js through drizzle, null when empty. */
+const jsonRows = <T>(value: unknown): T[] => (typeof value === 'string' ? JSON.parse(value) : (value ?? [])) as T[];
+
 interface PendingRow {
   id: number;
   channel: string;
@@ -148,26 +156,37 @@ async function lockedRound(deps: Deps, key: string): Promise<Round> {
     // One statement: the key's lock, the lease (a session idle in this transaction that long is
     // ended by PostgreSQL, which releases the lock and restores the rows), and the rows. Rows a
     // concurrent publisher deleted and committed are skipped by the delete.
-    const [taken] = rowsOf<{ ok: boolean; picked: number; rows: PendingRow[] | string | null }>(
+    const [taken] = rowsOf<{ ok: boolean; picked: number; rows: unknown; endpoints: unknown }>(
       await tx.execute(sql`
         with lease as materialized (
           select pg_try_advisory_xact_lock(${OUTBOX_LOCK_SPACE}::int, hashtext(${key})) as ok,
                  set_config('idle_in_transaction_session_timeout', ${String(OUTBOX_LEASE_MS)}, true) as timeout
+        ), owned as materialized (
+          select exists (
+            select 1 from event_outbox where order_key = ${key} and claimed_until > clock_timestamp()
+          ) as claimed
         ), picked as (
           select id from event_outbox
-          where order_key = ${key} and (select ok from lease)
+          where order_key = ${key} and (select ok from lease) and not (select claimed from owned)
           order by id limit ${BATCH}
         ), gone as (
           delete from event_outbox where id in (select id from picked) returning id, channel, event, data
         )
-        select (select ok from lease) as ok, (select count(*)::int from picked) as picked,
-               (select json_agg(gone order by gone.id) from gone) as rows`),
+        select (select ok from lease) and not (select claimed from owned) as ok,
+               (select count(*)::int from picked) as picked,
+               (select json_agg(gone order by gone.id) from gone) as rows,
+               (select json_agg(json_build_object('id', e.id, 'merchantId', e.merchant_id, 'events', e.events))
+                  from webhook_endpoints e
+                  where not e.disabled and e.merchant_id in (
+                    select substr(g.channel, ${WEBHOOK_CHANNEL_PREFIX.length + 1}) from gone g
+                    where starts_with(g.channel, ${WEBHOOK_CHANNEL_PREFIX}))) as endpoints`),
     );
     if (!taken?.ok) return 'busy';
-    const rows = (typeof taken.rows === 'string' ? JSON.parse(taken.rows) : (taken.rows ?? [])) as PendingRow[];
+    const rows = jsonRows<PendingRow>(taken.rows);
     // Deliveries first: a database failure there must not follow publishes already made.
     const webhooks = rows.filter(isWebhookOutboxRow);
-    if (webhooks.length > 0) deliveries = await createDeliveries(tx, webhooks, deps.now());
+    if (webhooks.length > 0)
+      deliveries = await createDeliveries(tx, webhooks, deps.now(), jsonRows<WebhookEndpointRef>(taken.endpoints));
     // A failed publish throws: the transaction rolls back and the rows wait for the next round.
     await publishRows(deps, rows, began);
     return { published: rows.length, more: Number(taken.picked) === BATCH };
@@ -178,12 +197,19 @@ async function lockedRound(deps: Deps, key: string): Promise<Round> {
 async function localRound(deps: Deps, key: string): Promise<Round> {
   const began = Date.now();
   const rows = await deps.db
-    .select({ id: eventOutbox.id, channel: eventOutbox.channel, event: eventOutbox.event, data: eventOutbox.data })
+    .select({
+      id: eventOutbox.id,
+      channel: eventOutbox.channel,
+      event: eventOutbox.event,
+      data: eventOutbox.data,
+      claimed: sql<boolean>`${eventOutbox.claimedUntil} is not null and ${eventOutbox.claimedUntil} > clock_timestamp()`,
+    })
     .from(eventOutbox)
     .where(eq(eventOutbox.orderKey, key))
     .orderBy(asc(eventOutbox.id))
     .limit(BATCH);
   if (rows.length === 0) return { published: 0, more: false };
+  if (rows.some((r) => r.claimed)) return 'busy';
   await publishRows(deps, rows, began);
   const webhooks = rows.filter(isWebhookOutboxRow);
   let deliveries = 0;
@@ -254,6 +280,97 @@ function publishKey(deps: Deps, key: string, waitMs: number): Promise<number> {
     if (state.tail === run) states.delete(key);
   });
   return run;
+}
+
+/**
+ * OWNED PUBLICATION: the rows a send wrote with a claim (`claimedRows`), published by the sending
+ * instance right after its commit, without a publication round. The send's transaction claimed
+ * them only when no earlier row of their key was pending, read under the conversation's row lock:
+ * nothing of the key waits before them, and every other publisher (a round on any instance, the
+ * drain) leaves the key while the claim stands. So: after commit (called once committed), in
+ * order (the key's earlier rows are out; its later rows wait for the claim, or for this
+ * instance's chain of the key), at least once (the rows are deleted only once published; on a
+ * failure the claim is released and a round or the drain publishes them). `began` is when the
+ * send took its claim: like a round's lease, nothing is sent past `began + OUTBOX_LEASE_MS -
+ * LEASE_MARGIN_MS`, when another publisher may take the key over.
+ */
+export interface ClaimedRow {
+  id: number;
+  channel: string;
+  event: string;
+  data: unknown;
+}
+
+export function publishClaimed(deps: Deps, key: string, rows: readonly ClaimedRow[], began: number): Promise<void> {
+  let states = keyStates.get(deps.db);
+  if (!states) {
+    states = new Map();
+    keyStates.set(deps.db, states);
+  }
+  const state = states.get(key) ?? { tail: Promise.resolve(0) };
+  const run = publishClaimedRows(deps, rows, began);
+  // A later call of the key on this instance runs after this one (its rows wait for the claim).
+  const tail = Promise.all([state.tail, run]).then(() => 0);
+  state.tail = tail;
+  state.queued = undefined;
+  states.set(key, state);
+  const settled = states;
+  void tail.then(() => {
+    if (state.tail === tail) settled.delete(key);
+  });
+  return run;
+}
+
+async function publishClaimedRows(deps: Deps, rows: readonly ClaimedRow[], began: number) {
+  const ids = sql.join(
+    rows.map((r) => sql`${r.id}`),
+    sql`, `,
+  );
+  try {
+    await publishRows(deps, rows as PendingRow[], began);
+  } catch (error) {
+    deps.metrics.eventDropped('publish_failed');
+    deps.log.warn({ err: (error as Error).message }, 'outbox: publish failed, left for the next round');
+    // Released: the next round of the key (any instance's, or the drain) publishes them.
+    await deps.db
+      .execute(sql`update event_outbox set claimed_until = null where id in (${ids})`)
+      .catch(() => undefined);
+    return;
+  }
+  try {
+    const webhooks = rows.filter(isWebhookOutboxRow);
+    if (webhooks.length === 0) {
+      await deps.db.execute(sql`delete from event_outbox where id in (${ids})`);
+      return;
+    }
+    // No enabled endpoint for the merchant (the usual case): the rows go, in one statement.
+    const merchants = sql.join(
+      [...new Set(webhooks.map((r) => r.channel.slice(WEBHOOK_CHANNEL_PREFIX.length)))].map((m) => sql`${m}`),
+      sql`, `,
+    );
+    const [gone] = rowsOf<{ n: number }>(
+      await deps.db.execute(sql`
+        with gone as (
+          delete from event_outbox where id in (${ids}) and not exists (
+            select 1 from webhook_endpoints where merchant_id in (${merchants}) and not disabled)
+          returning id)
+        select count(*)::int as n from gone`),
+    );
+    if (Number(gone?.n ?? 0) > 0) return;
+    // Endpoints to deliver to: the webhook rows become deliveries in the commit that deletes them.
+    let deliveries = 0;
+    await deps.db.transaction(async (tx) => {
+      const taken = rowsOf<PendingRow>(
+        await tx.execute(sql`delete from event_outbox where id in (${ids}) returning id, channel, event, data`),
+      ).sort((a, b) => Number(a.id) - Number(b.id));
+      const hooks = taken.filter(isWebhookOutboxRow);
+      if (hooks.length > 0) deliveries = await createDeliveries(tx, hooks, deps.now());
+    });
+    if (deliveries > 0) nudgeWebhooks(deps);
+  } catch (error) {
+    // Published, not deleted: once the claim ends, a round publishes them again (clients dedupe).
+    deps.log.warn({ err: (error as Error).message }, 'outbox: published rows not deleted, left for the drain');
+  }
 }
 
 /** Keys with pending rows (created before `before` when given), oldest first, `KEYS_PER_PASS` at most. */

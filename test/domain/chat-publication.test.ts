@@ -1,7 +1,10 @@
+import { eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { eventOutbox } from '../../src/db/schema.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
+import { drainOutbox, enqueueEvent, OUTBOX_LEASE_MS, publishOutbox, visitorKey } from '../../src/resolvers/outbox.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import {
   eventually,
@@ -124,4 +127,160 @@ describe('Publication per conversation', () => {
       }
     },
   );
+});
+
+/**
+ * Owned publication (src/resolvers/outbox.ts): a send that finds nothing of its key pending
+ * claims its rows and publishes them itself after its commit, with no round; every other
+ * publisher leaves the key while the claim stands.
+ */
+describe('Owned publication of a send', () => {
+  const keyRows = (visitorId: string) =>
+    deps.db
+      .select()
+      .from(eventOutbox)
+      .where(eq(eventOutbox.orderKey, visitorKey(visitorId)))
+      .orderBy(eventOutbox.id);
+
+  /** `on` whose bus holds every publish on `channel` until `release()`; `entered` once one waits. */
+  function stall(on: TestDeps, channel: string) {
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let entered = () => {};
+    const waiting = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    const publish = on.bus.publish;
+    const bus = {
+      ...on.bus,
+      publish: async (...args: Parameters<typeof publish>) => {
+        if (args[0] === channel) {
+          entered();
+          await gate;
+        }
+        return publish.apply(on.bus, args);
+      },
+    };
+    return { deps: { ...on, bus } as TestDeps, release, entered: waiting };
+  }
+
+  it('a visitor send is two statements and one delete after its commit: no duplicate lookup first, no publication round', async () => {
+    const { agent, visitor } = await chat();
+    const feed = recordEvents(deps, [visitor.channel, agentChannel(agent.agentId)]);
+    await feed.ready;
+    await sendMessage(deps, visitor, { clientMsgId: 'warm', content: 'warm' });
+    const statements: string[] = [];
+    const stop = deps.database.onQuery((text) => void statements.push(text));
+    let sent: Awaited<ReturnType<typeof sendMessage>>;
+    try {
+      sent = await sendMessage(deps, visitor, { clientMsgId: 'counted', content: 'counted' });
+    } finally {
+      stop();
+    }
+    // The lock and bump of the conversation; the message with its outbox rows; their delete once published.
+    expect(statements.filter((t) => !/^\s*(begin|commit)/i.test(t))).toHaveLength(3);
+    expect(statements.some((t) => /pg_try_advisory_xact_lock/.test(t))).toBe(false);
+    await eventually(
+      () => feed.of('message.created', agentChannel(agent.agentId)).length === 2,
+      "both events at the agent's channel",
+    );
+    expect(seqs(feed.of('message.created', visitor.channel)).at(-1)).toBe(sent.message.seq);
+    expect(await keyRows(visitor.visitorId)).toEqual([]);
+    feed.stop();
+  });
+
+  it('a send finding an earlier row of its key pending claims nothing: the earlier event leaves first, then its own', async () => {
+    const { visitor } = await chat();
+    const feed = recordEvents(deps, [visitor.channel]);
+    await feed.ready;
+    // An event of the conversation committed and not yet published (its writer failed to publish).
+    await deps.db.transaction((tx) =>
+      enqueueEvent(tx, visitorKey(visitor.visitorId), visitor.channel, 'message.read', {
+        conversationId: 'c',
+        visitorId: visitor.visitorId,
+        readerType: 'agent',
+        readerId: 'a',
+        seq: 1,
+      }),
+    );
+    const sent = await sendMessage(deps, visitor, { clientMsgId: 'after', content: 'after the receipt' });
+    await eventually(() => feed.events.length >= 2, 'both events');
+    expect(feed.events.map((e) => e.event)).toEqual(['message.read', 'message.created']);
+    expect(seqs(feed.of('message.created'))).toEqual([sent.message.seq]);
+    expect(await keyRows(visitor.visitorId)).toEqual([]);
+    feed.stop();
+  });
+
+  // The owner is another instance (on one instance, a key's publications queue behind each other).
+  it.runIf(process.env.DATABASE_URL)(
+    'a stalled owner holds its key no longer than the claim: rounds elsewhere leave the rows until then, the drain publishes them after it, and the owner sends nothing more when it wakes',
+    async () => {
+      const other = await secondInstance();
+      if (!other) throw new Error('a second instance needs DATABASE_URL');
+      const { visitor } = await chat();
+      const feed = recordEvents(deps, [visitor.channel]);
+      await feed.ready;
+      const stalled = stall(other, visitor.channel);
+      try {
+        const hung = sendMessage(stalled.deps, visitor, { clientMsgId: 'stuck', content: 'stuck' });
+        await stalled.entered; // committed and claimed on the other instance; its publication hangs
+        const rows = await keyRows(visitor.visitorId);
+        expect(rows.length).toBeGreaterThan(0);
+        expect(rows.every((r) => r.claimedUntil !== null)).toBe(true);
+        // While the claim stands, a round of the key and the drain leave it.
+        await publishOutbox(deps, visitorKey(visitor.visitorId), { waitMs: 50 });
+        expect(await drainOutbox(deps, 0)).toBe(0);
+        expect(await keyRows(visitor.visitorId)).toHaveLength(rows.length);
+        expect(feed.of('message.created')).toEqual([]);
+        // Past the claim, the drain publishes them.
+        await new Promise((resolve) => setTimeout(resolve, OUTBOX_LEASE_MS + 100));
+        await eventually(async () => {
+          await drainOutbox(deps, 0);
+          return (await keyRows(visitor.visitorId)).length === 0;
+        }, 'the rows drained');
+        await eventually(() => feed.of('message.created').length === 1, 'the event, from the drain');
+        stalled.release();
+        const answer = await hung;
+        expect(answer.duplicate).toBe(false);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        // The owner's late publish was refused (past its claim): the event arrived once.
+        expect(seqs(feed.of('message.created'))).toEqual([answer.message.seq]);
+      } finally {
+        stalled.release();
+        feed.stop();
+        await other.close();
+      }
+    },
+  );
+
+  it('a failed owned publication releases the claim: the next round publishes the rows, in order before a later send', async () => {
+    const { visitor } = await chat();
+    const feed = recordEvents(deps, [visitor.channel]);
+    await feed.ready;
+    const failing = {
+      ...deps,
+      bus: {
+        ...deps.bus,
+        publish: async () => {
+          throw new Error('Connection is closed');
+        },
+      },
+    } as TestDeps;
+    const first = await sendMessage(failing, visitor, { clientMsgId: 'lost', content: 'first' });
+    const left = await keyRows(visitor.visitorId);
+    expect(left.length).toBeGreaterThan(0);
+    expect(left.every((r) => r.claimedUntil === null)).toBe(true);
+    const second = await sendMessage(deps, visitor, { clientMsgId: 'next', content: 'second' });
+    await eventually(() => feed.of('message.created').length >= 2, 'both events');
+    expect(seqs(feed.of('message.created'))).toEqual([first.message.seq, second.message.seq]);
+    expect(await keyRows(visitor.visitorId)).toEqual([]);
+    const [{ n } = { n: -1 }] = await deps.db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(eventOutbox)
+      .where(eq(eventOutbox.orderKey, visitorKey(visitor.visitorId)));
+    expect(Number(n)).toBe(0);
+    feed.stop();
+  });
 });

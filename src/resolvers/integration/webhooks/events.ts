@@ -70,6 +70,13 @@ export function webhookOutboxRow<N extends WebhookEventName>(
   return { orderKey: outboxKey, channel: `${WEBHOOK_CHANNEL_PREFIX}${merchantId}`, event: name, data: payload };
 }
 
+/** An enabled endpoint as `createDeliveries` needs it. */
+export interface WebhookEndpointRef {
+  id: string;
+  merchantId: string;
+  events: string[];
+}
+
 export const isWebhookOutboxRow = (row: { channel: string }) => row.channel.startsWith(WEBHOOK_CHANNEL_PREFIX);
 
 /**
@@ -80,12 +87,16 @@ export async function createDeliveries(
   tx: Tx,
   rows: readonly { channel: string; event: string; data: unknown }[],
   now: number,
+  /** The enabled endpoints of the rows' merchants, when the caller read them in its own statement (in `tx`). */
+  known?: readonly WebhookEndpointRef[],
 ): Promise<number> {
   const merchantIds = [...new Set(rows.map((r) => r.channel.slice(WEBHOOK_CHANNEL_PREFIX.length)))];
-  const endpoints = await tx
-    .select({ id: webhookEndpoints.id, merchantId: webhookEndpoints.merchantId, events: webhookEndpoints.events })
-    .from(webhookEndpoints)
-    .where(and(inArray(webhookEndpoints.merchantId, merchantIds), eq(webhookEndpoints.disabled, false)));
+  const endpoints =
+    known ??
+    (await tx
+      .select({ id: webhookEndpoints.id, merchantId: webhookEndpoints.merchantId, events: webhookEndpoints.events })
+      .from(webhookEndpoints)
+      .where(and(inArray(webhookEndpoints.merchantId, merchantIds), eq(webhookEndpoints.disabled, false))));
   if (endpoints.length === 0) return 0;
   const values: (typeof webhookDeliveries.$inferInsert)[] = [];
   for (const row of rows) {

@@ -1,0 +1,1 @@
+ALTER TABLE "event_outbox" ADD COLUMN "claimed_until" timestamp with time zone;
