@@ -35,6 +35,10 @@ import {
  *   publisher's transaction for OUTBOX_LEASE_MS (then another instance publishes its rows), and a
  *   publisher that finds its lease over stops publishing before it sends anything more.
  *
+ * A send skips the round (`publishClaimed`, "owned publication" below): when no earlier row of its
+ * key is pending, its rows are written claimed and it publishes them itself after its commit;
+ * rounds and drains leave a key while a claim on it stands (`claimed_until`).
+ *
  * On the embedded database (one instance, one connection) a key's exclusion is this process's
  * alone, and no transaction is held while publishing: the rows are read, published, then deleted.
  * Rows on a `webhook:` channel are not published: the same round turns them into webhook
