@@ -5,7 +5,8 @@
  * shown). Reloading earlier (on `connected`) misses what is published between the reconnect and
  * the new subscription. When the channel's authorization is refused (an agent Session the server
  * forgot, a revoked visitor token), `onIdentityGone` refreshes the identity and the channel is
- * subscribed again. Needs nothing but pusher-js 8.
+ * subscribed again. A kept client also reconnects promptly once its server is back (see
+ * `keepConnected`). Needs nothing but pusher-js 8.
  */
 /**
  * @typedef {object} PusherIdentity
@@ -35,6 +36,31 @@ export function pusherOptions({ wsAddress, origin, headers }: PusherIdentity): {
     };
 };
 /**
+ * Keeps a pusher-js client trying while its server is away. After a refused connection (a
+ * restarting gateway refuses connections until it listens again), pusher-js waits out its own
+ * attempt timeout before trying again: 15 s, then 30 s, then 60 s, so a client came back up to
+ * a minute after its server. Here, each time the connection turns `unavailable` (the
+ * `unavailableTimeout` of `pusherOptions`, 2 s into an attempt), a fresh attempt starts after a
+ * short backoff with jitter (0.25–0.5 s, doubling up to `maxDelayMs`, 5 s, reset once connected);
+ * the state passes through `disconnected` to `connecting` then. Channels are resubscribed by
+ * pusher-js as on any reconnect. `keepChannel` calls this; calling it again is harmless.
+ * @param {{ connection: { state: string, bind(event: 'state_change', callback: (change: { previous: string, current: string }) => void): unknown }, connect(): void, disconnect(): void }} pusher A pusher-js client.
+ * @param {{ maxDelayMs?: number }} [options]
+ */
+export function keepConnected(pusher: {
+    connection: {
+        state: string;
+        bind(event: "state_change", callback: (change: {
+            previous: string;
+            current: string;
+        }) => void): unknown;
+    };
+    connect(): void;
+    disconnect(): void;
+}, { maxDelayMs }?: {
+    maxDelayMs?: number;
+}): void;
+/**
  * @typedef {object} KeepOptions
  * @property {() => void} [onResubscribed] The channel is subscribed again after a reconnect:
  *   reload what it feeds (events published while it was away are not replayed by the protocol).
@@ -44,14 +70,14 @@ export function pusherOptions({ wsAddress, origin, headers }: PusherIdentity): {
  */
 /**
  * Subscribes to `name` and keeps it: the same `Channel` object (bind your events on it) across
- * reconnects and identity refreshes.
- * @param {{ subscribe(name: string): any }} pusher A pusher-js client.
+ * reconnects and identity refreshes; the client reconnects promptly (`keepConnected`).
+ * @param {{ subscribe(name: string): any } & Parameters<typeof keepConnected>[0]} pusher A pusher-js client.
  * @param {string} name
  * @param {KeepOptions} [options]
  */
 export function keepChannel(pusher: {
     subscribe(name: string): any;
-}, name: string, options?: KeepOptions): any;
+} & Parameters<typeof keepConnected>[0], name: string, options?: KeepOptions): any;
 export type PusherIdentity = {
     /**
      * The bootstrap's `ws_address` (ws:// or wss://).

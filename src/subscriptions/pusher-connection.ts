@@ -106,6 +106,8 @@ const HANDLERS = new Map<string, (pusher: PusherConnection, data: PusherData) =>
 export class PusherConnection {
   /** Pusher channel name (with its `private-` prefix) -> its subscription; undefined while authorizing. */
   readonly subscriptions = new Map<string, ChannelSubscription | undefined>();
+  /** Pusher channel name -> its latest `pusher:subscribe` being handled (requests of a channel run one at a time). */
+  private readonly requests = new Map<string, Promise<void>>();
   /** The socket as the fan-out writes to it. */
   readonly to: FanoutSocket;
   readonly socketId = `${randomInt(1, 2 ** 47)}.${randomInt(1, 2 ** 47)}`;
@@ -182,10 +184,31 @@ export class PusherConnection {
     );
   }
 
-  async subscribe(channel: string, auth: unknown) {
+  /**
+   * A `pusher:subscribe`, handled after any earlier request for the same channel has settled.
+   * pusher-js can send two: after a reconnect it authorizes the channel for the new socket, and
+   * the answer of an authorization started on the socket before can still arrive and be sent
+   * too, signed for the old socket id. Answered one at a time, the stale one is refused and the
+   * valid one is subscribed, in whatever order they came; answering the second
+   * `subscription_succeeded` while the first was still authorizing confirmed a subscription that
+   * the first's refusal then removed, and the channel's events stopped arriving.
+   */
+  subscribe(channel: string, auth: unknown): Promise<void> {
+    const earlier = this.requests.get(channel);
+    const request = (earlier ?? Promise.resolve()).then(() => this.subscribeNow(channel, auth));
+    const settled = request.catch(() => {});
+    this.requests.set(channel, settled);
+    void settled.then(() => {
+      if (this.requests.get(channel) === settled) this.requests.delete(channel);
+    });
+    return request;
+  }
+
+  private async subscribeNow(channel: string, auth: unknown) {
     const { subscriptions, socket } = this;
     const { fanout } = this.shared;
-    if (subscriptions.has(channel)) return this.sendEvent('pusher_internal:subscription_succeeded', {}, channel);
+    if (socket.readyState !== socket.OPEN) return;
+    if (subscriptions.get(channel)) return this.sendEvent('pusher_internal:subscription_succeeded', {}, channel);
     let release: () => void;
     try {
       if (channel.length > 200 + PRIVATE_PREFIX.length)

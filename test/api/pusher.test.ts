@@ -188,6 +188,33 @@ describe('Pusher protocol: authorization', () => {
     raw.ws.close();
   });
 
+  it('a late signature for an earlier socket, sent just before the valid one, is refused and the channel is still subscribed', async () => {
+    // pusher-js can send both after a reconnect (issue 32): the answer of an authorization
+    // started on the old socket arrives late, then the one for the new socket. The requests of
+    // one channel are answered one at a time, so the refusal of the stale one cannot undo the
+    // valid one's subscription.
+    const me = await visitor();
+    const raw = rawPusher(`${t.wsUrl.replace('/graphql', '')}/app/${me.appkey}?protocol=7`);
+    const established = await raw.next('pusher:connection_established');
+    const socketId = (established.data as { socket_id: string }).socket_id;
+    const sign = async (socket: string) => {
+      const res = await new HttpClient(t.url).request('/pusher/auth', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${me.token}` },
+        form: { socket_id: socket, channel_name: `private-${me.channel}` },
+      });
+      return ((await res.json()) as { auth: string }).auth;
+    };
+    const [stale, valid] = [await sign('123.456'), await sign(socketId)];
+    raw.send('pusher:subscribe', { channel: `private-${me.channel}`, auth: stale });
+    raw.send('pusher:subscribe', { channel: `private-${me.channel}`, auth: valid });
+    expect((await raw.next('pusher:subscription_error')).data).toMatchObject({ status: 403 });
+    await raw.next('pusher_internal:subscription_succeeded');
+    await publish(t, me.channel, 'test.after', { still: 'subscribed' });
+    expect((await raw.next('test.after')).data).toEqual({ still: 'subscribed' });
+    raw.ws.close();
+  });
+
   it('client events are refused with pusher:error; the connection stays', async () => {
     const me = await visitor();
     const pusher = pusherClient(me.ws_address, me.appkey, { authHeaders: { authorization: `Bearer ${me.token}` } });
