@@ -5,6 +5,7 @@ import PusherModule from 'pusher-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { keepChannel, keepConnected, pusherOptions } from '../../client/pusher.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { chatWindow, type WireMessage } from '../support/resume.js';
 import { tcpProxy } from '../support/tcp-proxy.js';
 import { freshStores, startTestApp, type TestApp } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
@@ -23,37 +24,6 @@ import { eventually } from '../support/ws.js';
 type PusherClass = typeof PusherModule.default;
 const Pusher: PusherClass = (PusherModule as unknown as { default?: PusherClass }).default ?? (PusherModule as never);
 type Pusher = InstanceType<PusherClass>;
-
-interface WireMessage {
-  id: string;
-  seq: number;
-  content: string;
-  sender_type: string;
-}
-
-/** What a chat window shows: messages by id (live events and reloads merged), and how often one came twice live. */
-function chatWindow() {
-  const shown = new Map<string, WireMessage>();
-  const liveIds = new Set<string>();
-  let repeatedLive = 0;
-  return {
-    shown,
-    live(message: WireMessage) {
-      if (liveIds.has(message.id)) repeatedLive += 1;
-      liveIds.add(message.id);
-      shown.set(message.id, message);
-    },
-    merge(messages: WireMessage[]) {
-      for (const m of messages) shown.set(m.id, m);
-    },
-    repeatedLive: () => repeatedLive,
-    contents: (sender: string) =>
-      [...shown.values()]
-        .filter((m) => m.sender_type === sender)
-        .sort((a, b) => a.seq - b.seq)
-        .map((m) => m.content),
-  };
-}
 
 const clients: Pusher[] = [];
 afterEach(() => {

@@ -43,3 +43,35 @@ export async function publishCount(url: string, channel: string, n: number) {
 }
 
 export const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+/** A chat message as REST answers it and `message.created` carries it (snake_case). */
+export interface WireMessage {
+  id: string;
+  seq: number;
+  content: string;
+  sender_type: string;
+}
+
+/** What a chat window shows: messages by id (live events and reloads merged), and how often one came twice live. */
+export function chatWindow() {
+  const shown = new Map<string, WireMessage>();
+  const liveIds = new Set<string>();
+  let repeatedLive = 0;
+  return {
+    shown,
+    live(message: WireMessage) {
+      if (liveIds.has(message.id)) repeatedLive += 1;
+      liveIds.add(message.id);
+      shown.set(message.id, message);
+    },
+    merge(messages: WireMessage[]) {
+      for (const m of messages) shown.set(m.id, m);
+    },
+    repeatedLive: () => repeatedLive,
+    contents: (sender: string) =>
+      [...shown.values()]
+        .filter((m) => m.sender_type === sender)
+        .sort((a, b) => a.seq - b.seq)
+        .map((m) => m.content),
+  };
+}
