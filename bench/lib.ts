@@ -192,6 +192,11 @@ export interface LoadResult {
   cpu: number;
   /** The server's resident memory at the end of the window, in bytes. */
   rss?: number;
+  /**
+   * The server's CPU time (user + system) per completed request, in µs: unlike a rate, it holds
+   * on a busy machine, where a window's share of the core depends on everyone else's load.
+   */
+  cpuPerRequest?: number;
 }
 
 export interface LoadSpec {
@@ -241,6 +246,10 @@ export async function load(spec: LoadSpec): Promise<LoadResult> {
     refused,
     samples,
     cpu: spec.pid ? (cpuSeconds(spec.pid) - cpuBefore) / wall : 0,
+    cpuPerRequest:
+      spec.pid && result.requests.total
+        ? ((cpuSeconds(spec.pid) - cpuBefore) * 1e6) / result.requests.total
+        : undefined,
   };
 }
 
@@ -293,4 +302,5 @@ export const summarize = (runs: LoadResult[]) => ({
   p99: median(runs.map((r) => r.p99)),
   cpu: median(runs.map((r) => r.cpu)),
   rss: median(runs.map((r) => r.rss ?? 0)),
+  cpuPerRequest: median(runs.map((r) => r.cpuPerRequest ?? 0)),
 });

@@ -33,7 +33,7 @@ import { reconnectStorm } from './reconnect-storm.js';
  * defaulting to 127.0.0.1); creates and drops its own database and Redis key prefix.
  * `--quick` shortens every window and the sizes (a smoke run, not for the record);
  * `--only=<groups>` runs some groups of rows (comma-separated: bootstrap, login, captcha, ceiling,
- * fanout, embedded, config-change, idle, message, storm, webhook). Either writes BENCHMARKS.quick.md instead of
+ * graphql (rows 3, 3t), http (rows 1r, 8h), fanout, embedded, config-change, idle, message, storm, webhook). Either writes BENCHMARKS.quick.md instead of
  * BENCHMARKS.md. Sizes: BENCH_IDLE_COUNTS (default 2000,10000; quick 200,1000) and
  * BENCH_CONVERSATIONS (default 200; quick 20).
  */
@@ -287,9 +287,23 @@ function record(name: string, c: Comparison, target: string, met: boolean, extra
     met ? 'met' : '**not met**',
     `${fmt(b.p50, 1)} / ${fmt(b.p99, 1)} ms`,
     `${fmt(a.p50, 1)} / ${fmt(a.p99, 1)} ms`,
-    [`ELU ${fmt(b.cpu, 2)} / ${fmt(a.cpu, 2)}, RSS ${mib(b.rss)} / ${mib(a.rss)}`, extra].filter(Boolean).join('; '),
+    [
+      `ELU ${fmt(b.cpu, 2)} / ${fmt(a.cpu, 2)}, RSS ${mib(b.rss)} / ${mib(a.rss)}`,
+      b.cpuPerRequest && a.cpuPerRequest
+        ? `CPU per request ${fmt(b.cpuPerRequest)} / ${fmt(a.cpuPerRequest)} µs (${fmt(a.cpuPerRequest / b.cpuPerRequest, 2)}×)`
+        : '',
+      extra,
+    ]
+      .filter(Boolean)
+      .join('; '),
   ]);
-  log(`${name}: ${fmt(b.rps)} vs ${fmt(a.rps)} req/s → ${fmt(c.ratio, 2)}× (${met ? 'met' : 'NOT met'}) ${extra}`);
+  const perRequest =
+    b.cpuPerRequest && a.cpuPerRequest
+      ? `; CPU/request ${fmt(b.cpuPerRequest)} vs ${fmt(a.cpuPerRequest)} µs → ${fmt(a.cpuPerRequest / b.cpuPerRequest, 2)}×`
+      : '';
+  log(
+    `${name}: ${fmt(b.rps)} vs ${fmt(a.rps)} req/s → ${fmt(c.ratio, 2)}× (${met ? 'met' : 'NOT met'})${perRequest} ${extra}`,
+  );
 }
 
 // ---------------------------------------------------------------- main
@@ -343,7 +357,7 @@ async function main() {
     for (const name of ['alice', 'bench10', 'bench1000']) agentTokens[name] = await login(gateway.url, name);
 
     // Correctness first: the gateway and the floor give the same data (for the rows that compare them).
-    for (const [path, headers] of !runs('bootstrap') && !runs('ceiling')
+    for (const [path, headers] of !runs('bootstrap') && !runs('ceiling') && !runs('graphql') && !runs('http')
       ? []
       : ([
           ['/visitor/data/get', visitorAuth],
@@ -371,6 +385,10 @@ async function main() {
     const bench10 = { token: agentTokens.bench10 as string };
     const listsTen = (url: string) => listsConversations(url, 10);
 
+    const VISITOR_QUERY =
+      '{ visitorBootstrap { visitor { nickname avatar uid lang channel attributes { key label type value editable } } setting { appname appkey wsAddress uploadLimits { imageMaxBytes fileMaxBytes videoMaxBytes voiceMaxBytes } voice sound uploadFile uploadImg emoji sessionInviteRating sessionInviteResolved verified paid } } }';
+    const WORKBENCH_QUERY =
+      '{ agentWorkbench { chatting { key id name type timestamp pinnedAt unreadCount bot accountState historyOnlyMine items } agent { agentId nickname avatar level state } agentGroups { id name isDefault } setting { bid appname appkey wsAddress extra } visitorAttributeConfig { attributes { key label type editable } } extensions { nav chatActions sideIframes flags accountLevelOptions } } }';
     if (runs('bootstrap')) {
       // 1. Visitor bootstrap.
       const s1 = await interleave(
@@ -395,12 +413,9 @@ async function main() {
         agentRest[who] = c;
         record(`2 GET /agent/data/get (${who.slice(5)} conversations)`, c, '≥ 0.6×', c.ratio >= 0.6);
       }
-
+    }
+    if (runs('bootstrap') || runs('graphql')) {
       // 3. GraphQL over the same data, against the REST rate.
-      const VISITOR_QUERY =
-        '{ visitorBootstrap { visitor { nickname avatar uid lang channel attributes { key label type value editable } } setting { appname appkey wsAddress uploadLimits { imageMaxBytes fileMaxBytes videoMaxBytes voiceMaxBytes } voice sound uploadFile uploadImg emoji sessionInviteRating sessionInviteResolved verified paid } } }';
-      const WORKBENCH_QUERY =
-        '{ agentWorkbench { chatting { key id name type timestamp pinnedAt unreadCount bot accountState historyOnlyMine items } agent { agentId nickname avatar level state } agentGroups { id name isDefault } setting { bid appname appkey wsAddress extra } visitorAttributeConfig { attributes { key label type editable } } extensions { nav chatActions sideIframes flags accountLevelOptions } } }';
       const s3v = await interleave(rest('/visitor/data/get', visitorAuth), gql(VISITOR_QUERY, visitorAuth), WINDOW);
       record('3 GraphQL visitorBootstrap', s3v, '≥ 0.8× REST', s3v.ratio >= 0.8);
       // The fixed cost of any GraphQL request over HTTP (yoga's Fetch API layer, envelop, a POST
@@ -529,7 +544,8 @@ async function main() {
     // the operator's CLI and the visitors' token issuer.
     const benchDeps = await buildDeps(benchConfig(), createLogger('warn'));
     try {
-      if (runs('ceiling') || runs('bootstrap')) await visitorCeiling(gateway, floor, visitorAuth, measured);
+      if (runs('ceiling') || runs('bootstrap') || runs('http'))
+        await visitorCeiling(gateway, floor, visitorAuth, measured);
       if (runs('config-change')) await configChange(gateway, visitorAuth, measured, benchDeps);
       if (runs('embedded')) await embeddedBootstrap(floor, measured);
       // 6 and 7: fan-out; then idle memory and the chat's message path, which rides the same delivery.

@@ -1,6 +1,6 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import express, { type NextFunction, type Request, type Response } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { buildDeps } from './compose.js';
 import type { Config } from './config.js';
 import type { Database } from './db/client.js';
@@ -10,6 +10,7 @@ import { cappedRawBody, declaredBodyCap } from './http/body-limit.js';
 import { limitServer, serverOptions } from './http/connections.js';
 import { graphqlCors } from './http/cors.js';
 import { refuseCrossSiteWrites } from './http/cross-site.js';
+import { frontDoor, plainGet, writeJson } from './http/front.js';
 import { refuseMalformedGraphQLParams } from './http/graphql-params.js';
 import { noStoreOnApiPaths } from './http/no-store.js';
 import { agentSessionUnlessBearer, createSessionLayer, type SessionLayer } from './http/session.js';
@@ -26,6 +27,7 @@ import { createWebhookDispatcher } from './resolvers/integration/webhooks/dispat
 import { isStreamingUpload } from './rest/attachments.js';
 import { endpoints } from './rest/endpoints.js';
 import { sendError } from './rest/envelope.js';
+import { HEALTHY } from './rest/health.js';
 import { refuseTwoIdentities } from './rest/one-identity.js';
 import { openApiDocsPages } from './rest/openapi.js';
 import { bodyError, MAX_BODY, mountRoutes } from './rest/route.js';
@@ -77,12 +79,17 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   // JSON answers are per-caller and never cached: hashing every body for an ETag is wasted work.
   app.set('etag', false);
   app.set('trust proxy', config.trustProxy);
-  app.use(requestObservability(deps, log));
-  app.use(securityHeaders(config));
-  app.use(requestDeadline(REQUEST_DEADLINE_MS, log));
-  app.use(refuseCrossSiteWrites(config), declaredBodyCap(isStreamingUpload));
-  app.use(refuseTwoIdentities(log));
-  app.use(noStoreOnApiPaths);
+  // Every request's layers, in order; the front door (below) runs the very same ones.
+  const globalLayers: RequestHandler[] = [
+    requestObservability(deps, log),
+    securityHeaders(config),
+    requestDeadline(REQUEST_DEADLINE_MS, log),
+    refuseCrossSiteWrites(config),
+    declaredBodyCap(isStreamingUpload),
+    refuseTwoIdentities(log),
+    noStoreOnApiPaths,
+  ];
+  app.use(...globalLayers);
   app.use('/metrics', metricsGuard(config));
   // The agent Session serves the REST endpoints and the pages under /agent alike.
   app.use('/agent', sessions.middleware);
@@ -91,8 +98,7 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   // Session layer is not run for it, which spares it creating and hashing an unused Session.
   // Mounted before the route table, which GraphQL requests would otherwise walk in full (about
   // 70 layers, none of them theirs: BENCHMARKS.md "Where a request's time goes").
-  app.use(
-    '/graphql',
+  const graphqlLayers: RequestHandler[] = [
     graphqlCors(config),
     refuseMalformedGraphQLParams,
     unlessBearer,
@@ -102,15 +108,36 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
     (req: Request, res: Response) => {
       yoga.requestListener(req, res);
     },
-  );
+  ];
+  app.use('/graphql', ...graphqlLayers);
   app.use(mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer }));
   // Matched after the hot API paths, so those traverse as few layers as possible.
   app.use(openApiDocsPages(config, endpoints));
   app.use(pageRoutes(deps));
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
-  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => sendError(res, bodyError(error), log));
+  const fail = (error: unknown, _req: Request, res: Response) => sendError(res, bodyError(error), log);
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => fail(error, req, res));
 
-  const server = createServer(serverOptions(config.hardening), app);
+  // The liveness probe and the common GraphQL request run the same layers before express
+  // (src/http/front.ts): what express itself adds to them is most of their cost.
+  const healthy = JSON.stringify(HEALTHY);
+  const front = frontDoor(app, {
+    layers: globalLayers,
+    routes: [
+      {
+        method: 'GET',
+        path: '/healthz',
+        accepts: plainGet,
+        baseUrl: '',
+        route: '/healthz',
+        layers: [(_req, res) => writeJson(res, 200, healthy)],
+      },
+      // A JSON POST (a form post or any other type goes to express, whose layers refuse or parse it).
+      { method: 'POST', path: '/graphql', accepts: jsonPost, baseUrl: '/graphql', layers: graphqlLayers },
+    ],
+    fail,
+  });
+  const server = createServer(serverOptions(config.hardening), front);
   limitServer(server, config.hardening, { trustProxy: config.trustProxy });
   // One connection core (identity, caps, re-checks) under every real-time transport.
   const connections = createConnectionCore(deps, sessions);
@@ -174,6 +201,12 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
       return stopping;
     },
   };
+}
+
+/** `Content-Type: application/json` (any parameters), the common GraphQL POST. */
+function jsonPost(req: IncomingMessage): boolean {
+  const type = req.headers['content-type'];
+  return typeof type === 'string' && /^application\/json\s*(;|$)/i.test(type);
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { Config } from '../config.js';
 import { listedOrigins, originOf } from './origins.js';
@@ -16,7 +17,7 @@ const ALLOWED_METHODS = 'GET, POST, OPTIONS';
 export function graphqlCors(config: Pick<Config, 'allowedOrigins' | 'publicWsAddress'>) {
   const listed = listedOrigins(config);
   return (req: Request, res: Response, next: NextFunction) => {
-    res.vary('Origin');
+    varyOnOrigin(res);
     const given = req.headers.origin;
     const origin = given === undefined ? undefined : originOf(given);
     const allowed = origin !== undefined && listed.has(origin);
@@ -34,6 +35,19 @@ export function graphqlCors(config: Pick<Config, 'allowedOrigins' | 'publicWsAdd
       }
       res.setHeader('Access-Control-Max-Age', String(PREFLIGHT_MAX_AGE_SECONDS));
     }
-    res.status(204).end();
+    res.statusCode = 204;
+    res.end();
   };
+}
+
+/** Adds `Origin` to `Vary` (as express's `res.vary` does), with node's own response methods. */
+function varyOnOrigin(res: ServerResponse) {
+  const current = res.getHeader('Vary');
+  if (current === undefined) {
+    res.setHeader('Vary', 'Origin');
+    return;
+  }
+  const value = Array.isArray(current) ? current.join(', ') : String(current);
+  if (/(^|,)\s*(origin|\*)\s*(,|$)/i.test(value)) return;
+  res.setHeader('Vary', value ? `${value}, Origin` : 'Origin');
 }

@@ -2,7 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Config } from '../config.js';
 import { badInput, DomainError } from '../errors.js';
 import { listedOrigins, type OriginPolicy, originAllowedFor } from './origins.js';
-import { queryOf } from './request.js';
+import { pathOf, queryOf } from './request.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -35,7 +35,7 @@ export function refuseCrossSiteWrites(config: OriginPolicy & Pick<Config, 'allow
     if (crossSite || Array.isArray(origin)) {
       return next(new DomainError('FORBIDDEN', 'Cross-site request refused'));
     }
-    if (LOGIN_PATHS.has(req.path) && queryOf(req).has('token')) {
+    if (LOGIN_PATHS.has(pathOf(req)) && queryOf(req).has('token')) {
       return next(badInput('token may not be given in the URL to log in: use the token header'));
     }
     next();

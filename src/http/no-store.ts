@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import { pathOf } from './request.js';
 
 /**
  * `Cache-Control: no-store` on every answer of the API paths (agent and visitor JSON, GraphQL,
@@ -19,7 +20,7 @@ export const API_PATHS = ['/agent', '/visitor', '/graphql', '/internal', '/api']
  * or a path segment, case-insensitively.
  */
 export function noStoreOnApiPaths(req: Request, res: Response, next: NextFunction) {
-  const path = req.path.toLowerCase();
+  const path = pathOf(req).toLowerCase();
   for (const prefix of API_PATHS) {
     if (path.startsWith(prefix) && (path.length === prefix.length || path[prefix.length] === '/')) {
       res.setHeader('Cache-Control', 'no-store');

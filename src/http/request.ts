@@ -5,6 +5,18 @@ import { badInput } from '../errors.js';
 /** The query string of a request, parsed from the raw URL (Express 5 `req.query` is absent on upgrades). */
 export const queryOf = (req: IncomingMessage) => new URL(req.url ?? '/', 'http://x').searchParams;
 
+/**
+ * The request's path without its query: express's `req.path`, or (for a request the front door
+ * answers before express, src/http/front.ts) the same read from the raw URL.
+ */
+export function pathOf(req: IncomingMessage): string {
+  const path = (req as { path?: unknown }).path;
+  if (typeof path === 'string') return path;
+  const url = req.url ?? '/';
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
 /** A header that must be given at most once as a single value. */
 export function singleHeader(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];

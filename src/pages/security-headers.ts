@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import helmet from 'helmet';
 import type { Config } from '../config.js';
-import { wsAddressFor } from '../http/request.js';
+import { pathOf, wsAddressFor } from '../http/request.js';
 import { WIDGET_FRAME_PATH, WIDGET_LOADER_PATH } from './widget.js';
 
 /**
@@ -74,7 +74,7 @@ export function securityHeaders(config: Config): RequestHandler {
 
   return (req, res, next) => {
     res.removeHeader('X-Powered-By');
-    const path = req.path;
+    const path = pathOf(req);
     if (graphiql && path === '/graphql') {
       for (const [k, v] of plain) res.setHeader(k, v);
       return next();

@@ -1,5 +1,7 @@
+import type { ServerResponse } from 'node:http';
 import type { Response } from 'express';
 import { classifyError, restErrorTable } from '../errors.js';
+import { writeJson } from '../http/front.js';
 import { type Logger, loggableError } from '../log.js';
 
 /** The legacy response shape of every JSON endpoint. */
@@ -13,8 +15,12 @@ export function sendOk(res: Response, data: unknown, msg = 'ok', status = 200) {
   res.status(status).json({ code: 0, msg, data } satisfies Envelope);
 }
 
-/** Sends any thrown value as an envelope; unknown errors are logged and masked. */
-export function sendError(res: Response, error: unknown, log: Logger) {
+/**
+ * Sends any thrown value as an envelope; unknown errors are logged and masked. Written with node's
+ * own response methods (as express's `res.json` would write it), so it also answers a request the
+ * front door took before express (src/http/front.ts).
+ */
+export function sendError(res: ServerResponse, error: unknown, log: Logger) {
   const domain = classifyError(error);
   // A deliberate "busy, retry later" (it names its wait) is load, not a fault: one line, no stack.
   if (domain.code === 'SERVICE_UNAVAILABLE' && domain.retryAfterSeconds) {
@@ -25,5 +31,5 @@ export function sendError(res: Response, error: unknown, log: Logger) {
   const { code, status } = restErrorTable[domain.code];
   if (domain.retryAfterSeconds) res.setHeader('Retry-After', String(domain.retryAfterSeconds));
   if (res.headersSent) return;
-  res.status(status).json({ code, msg: domain.message, data: [] } satisfies Envelope);
+  writeJson(res, status, JSON.stringify({ code, msg: domain.message, data: [] } satisfies Envelope));
 }

@@ -13,6 +13,9 @@ const readinessResult = z
   .strict()
   .openapi('Readiness');
 
+/** The liveness answer (also written by the front door before express: src/http/front.ts, app.ts). */
+export const HEALTHY = { status: 'ok' } as const;
+
 async function check(probe: () => Promise<unknown>): Promise<'ok' | 'unavailable'> {
   try {
     await probe();
@@ -35,7 +38,7 @@ export const operationsEndpoints: AnyRoute[] = [
       schema: z.object({ status: z.literal('ok') }).strict(),
     },
     async handle({ res }) {
-      res.json({ status: 'ok' });
+      res.json(HEALTHY);
     },
   }),
   rawRoute({

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { badInput } from '../errors.js';
-import { bearerToken, queryOf, TWO_IDENTITIES } from '../http/request.js';
+import { writeJson } from '../http/front.js';
+import { bearerToken, pathOf, queryOf, TWO_IDENTITIES } from '../http/request.js';
 import { hasSessionCookie } from '../http/session.js';
 import { isApiKeyShaped } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -33,8 +34,8 @@ export function refuseTwoIdentities(log: Logger) {
     const key = isApiKeyShaped(bearer);
     if (!explicitSession && !(key && hasSessionCookie(req))) return next();
     const message = key ? KEY_AND_SESSION : TWO_IDENTITIES;
-    if (req.path === '/graphql') {
-      res.status(400).json({ errors: [{ message, extensions: { code: 'BAD_USER_INPUT' } }] });
+    if (pathOf(req) === '/graphql') {
+      writeJson(res, 400, JSON.stringify({ errors: [{ message, extensions: { code: 'BAD_USER_INPUT' } }] }));
       return;
     }
     sendError(res, badInput(message), log);
