@@ -5,7 +5,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
-import { clientIp, queryOf } from '../http/request.js';
+import { clientIp, pathOf, queryOf } from '../http/request.js';
 import { discardUpload } from '../resolvers/attachments/cleanup.js';
 import { type AttachmentVariant, authorizeDownload, rendersInline } from '../resolvers/attachments/download.js';
 import {
@@ -349,4 +349,4 @@ function refuseUpload(deps: Deps, req: Request, res: Response, error: unknown) {
 
 /** Upload requests stream for as long as their bytes take: the app's request deadline skips them. */
 export const isStreamingUpload = (req: Request) =>
-  req.method === 'POST' && (req.path === '/visitor/upload' || req.path === '/agent/upload');
+  req.method === 'POST' && (pathOf(req) === '/visitor/upload' || pathOf(req) === '/agent/upload');
