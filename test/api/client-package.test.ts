@@ -89,20 +89,30 @@ describe('@parley/client installs from the gateway', () => {
   });
 });
 
-/** The code blocks of the docs marked `<!-- snippet: name -->`, exactly as written. */
-function docSnippet(name: string): string {
-  const text = readFileSync('docs/realtime.md', 'utf8');
+/** The code blocks of the docs (or the client's README) marked `<!-- snippet: name -->`, exactly as written. */
+function docSnippet(name: string, file = 'docs/realtime.md'): string {
+  const text = readFileSync(file, 'utf8');
   const match = new RegExp(`<!-- snippet: ${name} -->\\n\`\`\`js\\n([\\s\\S]*?)\\n\`\`\`\\n`).exec(text);
-  if (!match?.[1]) throw new Error(`docs/realtime.md has no snippet ${name}`);
+  if (!match?.[1]) throw new Error(`${file} has no snippet ${name}`);
   return match[1];
 }
+
+/** Every snippet name a file marks. */
+const snippetNames = (file: string) =>
+  [...readFileSync(file, 'utf8').matchAll(/<!-- snippet: ([\w-]+) -->/g)].map((m) => m[1] as string);
 
 /**
  * Runs a snippet as written in a module of the installed project: a prelude gives it the values
  * an application has (the bootstrap's ws_address, the identity…), an epilogue proves it works
  * by printing one event it received; the test publishes until that event arrives.
  */
-async function runSnippet(name: string, channel: string, values: Record<string, string>, epilogue: string) {
+async function runSnippet(
+  name: string,
+  channel: string,
+  values: Record<string, unknown>,
+  epilogue: string,
+  file = 'docs/realtime.md',
+) {
   const prelude = Object.entries(values)
     .map(([key, value]) => `const ${key} = ${JSON.stringify(value)};`)
     .join('\n');
@@ -111,9 +121,9 @@ async function runSnippet(name: string, channel: string, values: Record<string, 
     const show = (e) => { if (e.event === 'test.snippet') done(e.data); };
     const relogin = async () => {}; const reloadWorkbench = () => {}; const reloadBootstrap = () => {};
     const reloadHistory = () => {};`;
-  const file = join(project, `${name}.mjs`);
-  writeFileSync(file, `${prelude}\n${helpers}\n${docSnippet(name)}\n${epilogue}\n`);
-  const child = run(process.execPath, [file], { cwd: project, timeout: 30_000 });
+  const script = join(project, `${name}.mjs`);
+  writeFileSync(script, `${prelude}\n${helpers}\n${docSnippet(name, file)}\n${epilogue}\n`);
+  const child = run(process.execPath, [script], { cwd: project, timeout: 30_000 });
   let finished = false;
   void child.finally(() => {
     finished = true;
@@ -181,5 +191,30 @@ describe('the client snippets of the docs run as written', () => {
     expect(await runSnippet('pusher', 'agent-a_alice', values, epilogue)).toEqual([
       JSON.stringify({ snippet: 'pusher' }),
     ]);
+  }, 60_000);
+
+  it("client/README.md: its usage block runs as written; its other snippets are the docs' own text", async () => {
+    const { token: visitorTokenValue } = await visitorToken(t.url);
+    const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
+      headers: { authorization: `Bearer ${visitorTokenValue}` },
+    });
+    const channel = body.data.visitor.channel;
+    const values = {
+      bootstrap: { setting: { wsAddress: t.wsUrl } },
+      appkey: 'demo-appkey',
+      visitorToken: visitorTokenValue,
+      channel,
+    };
+    // The block subscribes, reads the position, unsubscribes and closes: it ends by itself.
+    const epilogue = `
+      const fetchNewVisitorToken = async () => ''; const render = () => {};
+      console.log(JSON.stringify('closed'));`;
+    // Its onStatus logs each state; the epilogue's line comes after the close.
+    const lines = await runSnippet('readme-parley-client', channel, values, epilogue, 'client/README.md');
+    expect(lines.at(-1)).toBe(JSON.stringify('closed'));
+    expect(lines.slice(0, -1)).toContain('closed');
+    const names = snippetNames('client/README.md').filter((n) => n !== 'readme-parley-client');
+    expect(names.sort()).toEqual(['apollo', 'pusher', 'urql']);
+    for (const name of names) expect(docSnippet(name, 'client/README.md')).toBe(docSnippet(name));
   }, 60_000);
 });
