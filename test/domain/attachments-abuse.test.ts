@@ -1,14 +1,12 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { eq } from 'drizzle-orm';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AttachmentsConfig } from '../../src/config.js';
 import { attachments, merchants, messages } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
-import { DomainError } from '../../src/errors.js';
 import { authorizeDownload } from '../../src/resolvers/attachments/download.js';
 import { createImagePool } from '../../src/resolvers/attachments/images.js';
 import { declareKind, prepareUpload, type Uploader, uploaderOf } from '../../src/resolvers/attachments/policy.js';
@@ -16,8 +14,14 @@ import { purgeUploads } from '../../src/resolvers/attachments/purge.js';
 import { cleanFileName, receiveUpload } from '../../src/resolvers/attachments/upload.js';
 import { createWorkPool } from '../../src/resolvers/attachments/work-pool.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
-import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
-import { factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
+import type { ObjectStorage } from '../../src/stores/storage/index.js';
+import {
+  type Factories,
+  refusalOf,
+  type TestDeps,
+  type TestMerchant,
+  useLocalAttachmentDeps,
+} from '../support/deps.js';
 import { animation, fakeMovie, movie, webm } from '../support/media.js';
 
 /**
@@ -25,35 +29,11 @@ import { animation, fakeMovie, movie, webm } from '../support/media.js';
  * "a video must be a video", file names that read backwards, and who may download.
  */
 
-let base: TestDeps;
-let deps: Deps;
+let deps: TestDeps;
 let storage: ObjectStorage;
 let dir: string;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  base = await testDeps();
-  dir = mkdtempSync(join(tmpdir(), 'parley-domain-abuse-'));
-  const config = { ...base.config, attachments: { ...base.config.attachments, driver: 'local' as const, dir } };
-  storage = await createObjectStorage(config.attachments);
-  deps = { ...base, config, storage };
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-  await storage.close();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-/** `CODE: message` of the DomainError `work` throws, or 'no error'. */
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
+let f: Factories;
+useLocalAttachmentDeps((made) => ({ deps, f, storage, dir } = made));
 
 const ALL_ON = { upload_img: 'on', upload_file: 'on', voice: 'on' };
 
@@ -111,11 +91,11 @@ describe('Image bombs (row 1)', () => {
       const { m, uploader } = await shop();
       const bomb = await animation(format, 12, 200, 150);
       expect((await sharp(bomb).metadata()).pages).toBe(12);
-      expect(await codeOf(send(d, uploader, bomb))).toBe(
+      expect(await refusalOf(send(d, uploader, bomb))).toBe(
         'PAYLOAD_TOO_LARGE: The image has 360000 pixels (every frame counted), more than the 100000 allowed (IMAGE_MAX_PIXELS)',
       );
       // Declared as a plain file, image bytes are still decoded (their metadata goes): the same budget.
-      expect(await codeOf(send(d, uploader, bomb, { kind: 'file' }))).toMatch(
+      expect(await refusalOf(send(d, uploader, bomb, { kind: 'file' }))).toMatch(
         /^PAYLOAD_TOO_LARGE: The image has 360000/,
       );
       expect(await kept(m.merchantId)).toEqual({ rows: 0, objects: 0, incoming: 0 });
@@ -131,7 +111,7 @@ describe('Image bombs (row 1)', () => {
     const wide = await sharp({ create: { width: 1000, height: 400, channels: 3, background: '#123' } })
       .png()
       .toBuffer();
-    expect(await codeOf(send(tuned({ imageMaxPixels: 399_999 }), uploader, wide))).toMatch(
+    expect(await refusalOf(send(tuned({ imageMaxPixels: 399_999 }), uploader, wide))).toMatch(
       /^PAYLOAD_TOO_LARGE: The image has 400000 pixels/,
     );
     expect((await send(tuned({ imageMaxPixels: 400_000 }), uploader, wide)).kind).toBe('image');
@@ -231,7 +211,7 @@ describe('The image-work pool', () => {
     let release: () => void = () => {};
     const running = pool.run('A', () => new Promise<void>((r) => (release = r)));
     const waiting = pool.run('A', async () => 'late').catch((e: unknown) => e);
-    expect(await codeOf(pool.run('A', async () => 'x'))).toBe(
+    expect(await refusalOf(pool.run('A', async () => 'x'))).toBe(
       'SERVICE_UNAVAILABLE: Work is busy (1 jobs already waiting), retry in 1 s',
     );
     expect(await waiting).toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryAfterSeconds: 1 });
@@ -260,7 +240,7 @@ describe('Storage exhaustion (row 4)', () => {
     // The refused bytes were given back: what is left still fits.
     expect((await send(d, uploader, Buffer.alloc(4000, 'c'))).size).toBe(4000);
     // Once used up, refused before a byte is read.
-    expect(await codeOf(prepareUpload(d, uploader, {}))).toMatch(/^RATE_LIMITED: Upload budget used up/);
+    expect(await refusalOf(prepareUpload(d, uploader, {}))).toMatch(/^RATE_LIMITED: Upload budget used up/);
   });
 
   it('visitors of one client address share a byte budget, whatever their tokens', async () => {
@@ -269,7 +249,7 @@ describe('Storage exhaustion (row 4)', () => {
     const address = `10.9.${Math.floor(Math.random() * 250)}.1`;
     const visitor = async () => uploaderOf(await f.visitor(m), address);
     expect((await send(d, await visitor(), Buffer.alloc(6000, 'a'))).size).toBe(6000);
-    expect(await codeOf(send(d, await visitor(), Buffer.alloc(6000, 'a')))).toMatch(
+    expect(await refusalOf(send(d, await visitor(), Buffer.alloc(6000, 'a')))).toMatch(
       /^RATE_LIMITED: Upload budget used up: at most 10000 bytes an hour per client address \(UPLOAD_BYTES_PER_ADDRESS_PER_HOUR\)/,
     );
     // Another address is not held back, nor is an agent at the same address.
@@ -292,12 +272,16 @@ describe('Storage exhaustion (row 4)', () => {
     const next = await send(deps, own, Buffer.alloc(2500, 'e'));
     await sendMessage(deps, visitor, { clientMsgId: 'one', type: 'file', attachmentId: mine.attachmentId });
     expect(
-      await codeOf(sendMessage(deps, visitor, { clientMsgId: 'two', type: 'file', attachmentId: next.attachmentId })),
+      await refusalOf(
+        sendMessage(deps, visitor, { clientMsgId: 'two', type: 'file', attachmentId: next.attachmentId }),
+      ),
     ).toBe("PAYLOAD_TOO_LARGE: The merchant's attachment storage quota of 6000 bytes is used up (storage_quota_bytes)");
     const carried = await deps.db.select().from(messages).where(eq(messages.visitorId, visitor.visitorId));
     expect(carried.filter((row) => row.attachmentId).map((row) => row.attachmentId)).toEqual([mine.attachmentId]);
     // An upload that cannot fit beside the referenced bytes is refused at once.
-    expect(await codeOf(send(deps, own, Buffer.alloc(2001, 'f')))).toMatch(/^PAYLOAD_TOO_LARGE: .*storage_quota_bytes/);
+    expect(await refusalOf(send(deps, own, Buffer.alloc(2001, 'f')))).toMatch(
+      /^PAYLOAD_TOO_LARGE: .*storage_quota_bytes/,
+    );
     expect([first, second].every((a) => a.size === 4000)).toBe(true);
   });
 
@@ -325,10 +309,10 @@ describe('Storage exhaustion (row 4)', () => {
     expect((await storage.list(m.merchantId)).sort()).toEqual(left.map((a) => a.storageKey).sort());
     const [message] = await deps.db.select().from(messages).where(eq(messages.clientMsgId, 'p'));
     expect(message).toMatchObject({ attachmentId: null, type: 'image' });
-    expect(await codeOf(purgeUploads(deps, { bid: m.bid }))).toBe(
+    expect(await refusalOf(purgeUploads(deps, { bid: m.bid }))).toBe(
       'BAD_USER_INPUT: Name the uploader: --visitor or --agent',
     );
-    expect(await codeOf(purgeUploads(deps, { bid: 'no-such-bid', visitor: flooder.id }))).toBe(
+    expect(await refusalOf(purgeUploads(deps, { bid: 'no-such-bid', visitor: flooder.id }))).toBe(
       'NOT_FOUND: Merchant not found',
     );
   });
@@ -338,7 +322,7 @@ describe('A video must be a video (row 4)', () => {
   it('ftyp then filler is not a video, declared or derived, and is not kept', async () => {
     const { m, uploader } = await shop();
     for (const kind of ['video', undefined] as const)
-      expect(await codeOf(send(deps, uploader, fakeMovie(6000), { kind }))).toMatch(
+      expect(await refusalOf(send(deps, uploader, fakeMovie(6000), { kind }))).toMatch(
         /^BAD_USER_INPUT: The file is not a valid MP4\/QuickTime movie: /,
       );
     expect(await kept(m.merchantId)).toEqual({ rows: 0, objects: 0, incoming: 0 });
@@ -359,7 +343,7 @@ describe('A video must be a video (row 4)', () => {
   it('the boxes must chain to the last byte; the movie box must be there, with the kind’s track', async () => {
     const { uploader } = await shop();
     const good = movie({ size: 20_000 });
-    const error = (bytes: Buffer, kind?: 'video' | 'voice') => codeOf(send(deps, uploader, bytes, { kind }));
+    const error = (bytes: Buffer, kind?: 'video' | 'voice') => refusalOf(send(deps, uploader, bytes, { kind }));
     expect(await error(good.subarray(0, good.length - 1))).toMatch(/box mdat runs past the end of the file/);
     expect(await error(Buffer.concat([good, Buffer.from('trailing')]))).toMatch(/not a valid MP4\/QuickTime movie/);
     const noMoov = movie({ size: 20_000 });
@@ -383,7 +367,7 @@ describe('A WebM/Matroska video must be one too (row 4)', () => {
     const fake = Buffer.alloc(6000, 0x42);
     Buffer.from([0x1a, 0x45, 0xdf, 0xa3]).copy(fake);
     for (const kind of ['video', undefined] as const)
-      expect(await codeOf(send(deps, uploader, fake, { kind }))).toMatch(
+      expect(await refusalOf(send(deps, uploader, fake, { kind }))).toMatch(
         /^BAD_USER_INPUT: The file is not a valid WebM\/Matroska movie: /,
       );
     expect(await kept(m.merchantId)).toEqual({ rows: 0, objects: 0, incoming: 0 });
@@ -395,14 +379,14 @@ describe('A WebM/Matroska video must be one too (row 4)', () => {
     expect((await send(deps, uploader, webm({ size: 30_000, knownSize: true }), { kind: 'video' })).kind).toBe('video');
     expect((await send(deps, uploader, webm({ docType: 'matroska' }))).mime).toBe('video/x-matroska');
     expect(await send(deps, uploader, webm({ trackTypes: [2] }))).toMatchObject({ kind: 'voice', mime: 'audio/webm' });
-    expect(await codeOf(send(deps, uploader, webm({ trackTypes: [2] }), { kind: 'video' }))).toBe(
+    expect(await refusalOf(send(deps, uploader, webm({ trackTypes: [2] }), { kind: 'video' }))).toBe(
       'BAD_USER_INPUT: The file is not a video: it has no video track',
     );
     const good = webm({ size: 20_000, knownSize: true });
-    expect(await codeOf(send(deps, uploader, good.subarray(0, good.length - 1)))).toMatch(
+    expect(await refusalOf(send(deps, uploader, good.subarray(0, good.length - 1)))).toMatch(
       /runs past the end of the file/,
     );
-    expect(await codeOf(send(deps, uploader, webm({ docType: 'html' })))).toMatch(
+    expect(await refusalOf(send(deps, uploader, webm({ docType: 'html' })))).toMatch(
       /document type is not webm or matroska/,
     );
   });
@@ -427,7 +411,7 @@ describe('Downloads follow the chat’s rule (info row)', () => {
     const view = await send(deps, uploader, Buffer.from('hello'));
     const ticket = await f.agent(m, { level: 'ticket_agent' });
     expect(
-      await codeOf(authorizeDownload(deps, { id: view.attachmentId, variant: 'file', viewer: async () => ticket })),
+      await refusalOf(authorizeDownload(deps, { id: view.attachmentId, variant: 'file', viewer: async () => ticket })),
     ).toMatch(/^FORBIDDEN: /);
     // The signed URL itself still works for whoever holds it.
     const signed = new URL(view.url, 'http://x').searchParams;
@@ -442,7 +426,9 @@ describe('Downloads follow the chat’s rule (info row)', () => {
     // Another merchant's ticket agent learns nothing: not found.
     const stranger = await f.agent(await f.merchant(), { level: 'ticket_agent' });
     expect(
-      await codeOf(authorizeDownload(deps, { id: view.attachmentId, variant: 'file', viewer: async () => stranger })),
+      await refusalOf(
+        authorizeDownload(deps, { id: view.attachmentId, variant: 'file', viewer: async () => stranger }),
+      ),
     ).toBe('NOT_FOUND: No such attachment');
   });
 });

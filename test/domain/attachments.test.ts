@@ -1,13 +1,11 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { eq } from 'drizzle-orm';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { attachments, merchants } from '../../src/db/schema.js';
-import type { Deps } from '../../src/deps.js';
 import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import { claimAttachmentForMessage } from '../../src/resolvers/attachments/claim.js';
@@ -33,43 +31,27 @@ import {
 import { sniff } from '../../src/resolvers/attachments/sniff.js';
 import { cleanFileName, receiveUpload, THUMBNAIL_PX } from '../../src/resolvers/attachments/upload.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
-import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
-import { eventually, factories, type TestDeps, type TestMerchant, testDeps } from '../support/deps.js';
+import type { ObjectStorage } from '../../src/stores/storage/index.js';
+import {
+  eventually,
+  type Factories,
+  refusalOf,
+  type TestDeps,
+  type TestMerchant,
+  useLocalAttachmentDeps,
+} from '../support/deps.js';
 import { movie } from '../support/media.js';
 
 /** Attachments (docs/attachments.md): switches and limits, the type from the bytes, storage, signed downloads. */
 
-let base: TestDeps;
 /** The worker's deps with an attachments directory of this file's own. */
-let deps: Deps;
+let deps: TestDeps;
 let storage: ObjectStorage;
 let dir: string;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  base = await testDeps();
-  dir = mkdtempSync(join(tmpdir(), 'parley-domain-attachments-'));
-  const config = { ...base.config, attachments: { ...base.config.attachments, driver: 'local' as const, dir } };
-  storage = await createObjectStorage(config.attachments);
-  deps = { ...base, config, storage };
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-  await storage.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+let f: Factories;
+useLocalAttachmentDeps((made) => ({ deps, f, storage, dir } = made));
 
 const ALL_ON = { upload_img: 'on', upload_file: 'on', voice: 'on' };
-
-async function codeOf(work: Promise<unknown> | (() => unknown)): Promise<string> {
-  try {
-    await (typeof work === 'function' ? work() : work);
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
 
 /** A merchant with the given switches and limits, and a visitor of it as the uploader. */
 async function shop(
@@ -245,10 +227,10 @@ describe('Signed download URLs', () => {
 describe('Before a byte is read (prepareUpload)', () => {
   it('every switch off → refused; absent switches are off', async () => {
     const { uploader } = await shop({ upload_img: 'off', emoji: 'on' });
-    expect(await codeOf(prepareUpload(deps, uploader, {}))).toBe(
+    expect(await refusalOf(prepareUpload(deps, uploader, {}))).toBe(
       'FORBIDDEN: Uploads are switched off for this merchant (upload_img, upload_file, voice)',
     );
-    expect(await codeOf(prepareUpload(deps, uploader, { declaredKind: 'image' }))).toBe(
+    expect(await refusalOf(prepareUpload(deps, uploader, { declaredKind: 'image' }))).toBe(
       'FORBIDDEN: Uploads of kind image are switched off for this merchant (upload_img)',
     );
   });
@@ -260,13 +242,17 @@ describe('Before a byte is read (prepareUpload)', () => {
     );
     expect((await prepareUpload(deps, uploader, { declaredKind: 'file' })).maxBytes).toBe(3000);
     expect((await prepareUpload(deps, uploader, { declaredKind: 'video' })).maxBytes).toBe(7000);
-    expect(await codeOf(prepareUpload(deps, uploader, { declaredKind: 'voice' }))).toMatch(/^FORBIDDEN: .*\(voice\)$/);
+    expect(await refusalOf(prepareUpload(deps, uploader, { declaredKind: 'voice' }))).toMatch(
+      /^FORBIDDEN: .*\(voice\)$/,
+    );
     expect(
       (await prepareUpload(deps, uploader, { declaredKind: 'file', contentLength: 3000 + MULTIPART_ALLOWANCE }))
         .declaredKind,
     ).toBe('file');
     expect(
-      await codeOf(prepareUpload(deps, uploader, { declaredKind: 'file', contentLength: 3001 + MULTIPART_ALLOWANCE })),
+      await refusalOf(
+        prepareUpload(deps, uploader, { declaredKind: 'file', contentLength: 3001 + MULTIPART_ALLOWANCE }),
+      ),
     ).toBe('PAYLOAD_TOO_LARGE: File larger than the file limit of 3000 bytes (upload_limits.file_max_bytes)');
   });
 
@@ -278,7 +264,7 @@ describe('Before a byte is read (prepareUpload)', () => {
     const policy = await prepareUpload(deps, uploader, { contentLength: 6000 + MULTIPART_ALLOWANCE });
     expect(policy.maxBytes).toBe(6000);
     expect(policy.declaredKind).toBeUndefined();
-    expect(await codeOf(prepareUpload(deps, uploader, { contentLength: 6001 + MULTIPART_ALLOWANCE }))).toBe(
+    expect(await refusalOf(prepareUpload(deps, uploader, { contentLength: 6001 + MULTIPART_ALLOWANCE }))).toBe(
       'PAYLOAD_TOO_LARGE: Request larger than the largest upload limit of 6000 bytes',
     );
   });
@@ -295,9 +281,9 @@ describe('Before a byte is read (prepareUpload)', () => {
     declareKind(policy, 'file');
     expect(policy).toMatchObject({ declaredKind: 'file', maxBytes: 3000 });
     declareKind(policy, 'file');
-    expect(await codeOf(() => declareKind(policy, 'image'))).toBe('BAD_USER_INPUT: kind given twice, differently');
+    expect(await refusalOf(() => declareKind(policy, 'image'))).toBe('BAD_USER_INPUT: kind given twice, differently');
     expect(
-      await codeOf(() => declareKind({ ...policy, declaredKind: undefined }, 'file', 3001 + MULTIPART_ALLOWANCE)),
+      await refusalOf(() => declareKind({ ...policy, declaredKind: undefined }, 'file', 3001 + MULTIPART_ALLOWANCE)),
     ).toMatch(/^PAYLOAD_TOO_LARGE/);
   });
 
@@ -305,7 +291,7 @@ describe('Before a byte is read (prepareUpload)', () => {
     const { uploader } = await shop();
     const perMinute = deps.config.attachments.uploadsPerMinute;
     for (let i = 0; i < perMinute; i++) await prepareUpload(deps, uploader, {});
-    expect(await codeOf(prepareUpload(deps, uploader, {}))).toMatch(
+    expect(await refusalOf(prepareUpload(deps, uploader, {}))).toMatch(
       new RegExp(`^RATE_LIMITED: Too many uploads: at most ${perMinute} a minute, retry in \\d+ s$`),
     );
     // Per identity: another uploader of the same merchant is not held back.
@@ -323,10 +309,10 @@ describe('Before a byte is read (prepareUpload)', () => {
     await insertAttachment(m.merchantId, uploader, { size: 500 });
     await prepareUpload(deps, uploader, {});
     await insertAttachment(m.merchantId, uploader, { size: 1, referencedAt });
-    expect(await codeOf(prepareUpload(deps, uploader, {}))).toBe(
+    expect(await refusalOf(prepareUpload(deps, uploader, {}))).toBe(
       "PAYLOAD_TOO_LARGE: The merchant's attachment storage quota of 100 bytes is used up (storage_quota_bytes)",
     );
-    expect(await codeOf(prepareUpload(deps, { ...uploader, merchantId: 'no-such-merchant' }, {}))).toBe(
+    expect(await refusalOf(prepareUpload(deps, { ...uploader, merchantId: 'no-such-merchant' }, {}))).toBe(
       'NOT_FOUND: Merchant not found',
     );
   });
@@ -402,16 +388,16 @@ describe('Receiving a file (receiveUpload)', () => {
     const voice = async () => declared(await policy(), 'voice');
     expect((await upload(await voice(), uploader, [latin1('OggS\0\x02vorbis')])).mime).toBe('audio/ogg');
     expect((await upload(await voice(), uploader, [movie()])).kind).toBe('voice');
-    expect(await codeOf(upload(await voice(), uploader, [latin1('%PDF-1.4')]))).toBe(
+    expect(await refusalOf(upload(await voice(), uploader, [latin1('%PDF-1.4')]))).toBe(
       'BAD_USER_INPUT: The file is not audio: application/pdf',
     );
     const video = async () => declared(await policy(), 'video');
-    expect(await codeOf(upload(await video(), uploader, [latin1('ID3\x04\0')]))).toBe(
+    expect(await refusalOf(upload(await video(), uploader, [latin1('ID3\x04\0')]))).toBe(
       'BAD_USER_INPUT: The file is not a video: audio/mpeg',
     );
     expect((await upload(await video(), uploader, [movie({ brand: 'qt  ' })])).mime).toBe('video/quicktime');
     // An image whose switch is off: refused once the bytes say so.
-    expect(await codeOf(upload(await policy(), uploader, [await png()]))).toMatch(/^FORBIDDEN: .*\(upload_img\)$/);
+    expect(await refusalOf(upload(await policy(), uploader, [await png()]))).toMatch(/^FORBIDDEN: .*\(upload_img\)$/);
     const declaredFile = async () => declared(await policy(), 'file');
     expect((await upload(await declaredFile(), uploader, [latin1('ID3\x04\0')])).kind).toBe('file');
   });
@@ -423,11 +409,11 @@ describe('Receiving a file (receiveUpload)', () => {
       ['<svg xmlns="http://www.w3.org/2000/svg"/>', 'image/svg+xml'],
       ['<html><script>alert(1)</script>', 'text/html'],
     ] as const)
-      expect(await codeOf(upload(await image(), uploader, [Buffer.from(body)]))).toBe(
+      expect(await refusalOf(upload(await image(), uploader, [Buffer.from(body)]))).toBe(
         `BAD_USER_INPUT: The file is not an image in an accepted format (JPEG, PNG, WebP, GIF): ${mime}`,
       );
     // Image bytes that do not decode.
-    expect(await codeOf(upload(await image(), uploader, [bytes(0xff, 0xd8, 0xff, 0, 1, 2, 3)]))).toBe(
+    expect(await refusalOf(upload(await image(), uploader, [bytes(0xff, 0xd8, 0xff, 0, 1, 2, 3)]))).toBe(
       'BAD_USER_INPUT: The image could not be decoded (image/jpeg)',
     );
     expect(await kept(m.merchantId)).toEqual({ rows: 0, objects: 0, incoming: 0 });
@@ -435,7 +421,7 @@ describe('Receiving a file (receiveUpload)', () => {
 
   it('an empty file is refused', async () => {
     const { m, uploader } = await shop();
-    expect(await codeOf(upload(await prepareUpload(deps, uploader, {}), uploader, []))).toBe(
+    expect(await refusalOf(upload(await prepareUpload(deps, uploader, {}), uploader, []))).toBe(
       'BAD_USER_INPUT: The file is empty',
     );
     expect(await kept(m.merchantId)).toEqual({ rows: 0, objects: 0, incoming: 0 });
@@ -447,12 +433,12 @@ describe('Receiving a file (receiveUpload)', () => {
     const text = (n: number) => [Buffer.alloc(4000, 'a'), Buffer.alloc(n - 4000, 'b')];
     expect((await upload(await policy(), uploader, text(6000))).size).toBe(6000);
     // Decided as a file after the first SNIFF_BYTES: the file limit, not the largest one, applies.
-    expect(await codeOf(upload(await policy(), uploader, text(6001)))).toBe(
+    expect(await refusalOf(upload(await policy(), uploader, text(6001)))).toBe(
       'PAYLOAD_TOO_LARGE: File larger than the file limit of 6000 bytes (upload_limits.file_max_bytes)',
     );
     // A small file decided at its end is held to its kind's limit too.
     const { uploader: u2 } = await shop(ALL_ON, { fileMaxBytes: 100, imageMaxBytes: 9000 });
-    expect(await codeOf(upload(await prepareUpload(deps, u2, {}), u2, [Buffer.alloc(101, 'a')]))).toMatch(
+    expect(await refusalOf(upload(await prepareUpload(deps, u2, {}), u2, [Buffer.alloc(101, 'a')]))).toMatch(
       /^PAYLOAD_TOO_LARGE: File larger than the file limit of 100 bytes/,
     );
     expect((await upload(await prepareUpload(deps, u2, {}), u2, [Buffer.alloc(100, 'a')])).size).toBe(100);
@@ -463,7 +449,7 @@ describe('Receiving a file (receiveUpload)', () => {
       voiceMaxBytes: 10,
       videoMaxBytes: 10,
     });
-    expect(await codeOf(upload(await prepareUpload(deps, u3, {}), u3, [Buffer.alloc(2001, 'a')]))).toBe(
+    expect(await refusalOf(upload(await prepareUpload(deps, u3, {}), u3, [Buffer.alloc(2001, 'a')]))).toBe(
       'PAYLOAD_TOO_LARGE: File larger than 2000 bytes',
     );
     expect(await kept(m.merchantId)).toMatchObject({ rows: 1, objects: 1, incoming: 0 });
@@ -473,7 +459,7 @@ describe('Receiving a file (receiveUpload)', () => {
     const { m, uploader } = await shop(ALL_ON, { storageQuotaBytes: 1000 });
     const policy = await prepareUpload(deps, uploader, {});
     await insertAttachment(m.merchantId, uploader, { size: 995, referencedAt: new Date(deps.now()) });
-    expect(await codeOf(upload(policy, uploader, [Buffer.from('123456')]))).toMatch(/^PAYLOAD_TOO_LARGE: .*quota/);
+    expect(await refusalOf(upload(policy, uploader, [Buffer.from('123456')]))).toMatch(/^PAYLOAD_TOO_LARGE: .*quota/);
     expect(await kept(m.merchantId)).toEqual({ rows: 1, objects: 0, incoming: 0 });
     // Exactly the rest of the quota fits.
     expect((await upload(policy, uploader, [Buffer.from('12345')])).size).toBe(5);
@@ -502,10 +488,10 @@ describe('Who may download (authorizeDownload)', () => {
       };
     };
     expect((await authorizeDownload(deps, request(id))).id).toBe(id);
-    expect(await codeOf(authorizeDownload(deps, request('att_missing')))).toBe('NOT_FOUND: No such attachment');
+    expect(await refusalOf(authorizeDownload(deps, request('att_missing')))).toBe('NOT_FOUND: No such attachment');
     // A forged signature is no signature: an identity is needed.
     expect(
-      await codeOf(
+      await refusalOf(
         authorizeDownload(deps, {
           id,
           variant: 'file',
@@ -526,7 +512,7 @@ describe('Who may download (authorizeDownload)', () => {
     const id = await insertAttachment(m.merchantId, uploaderOf(uploaderVisitor));
     const byAgent = await insertAttachment(m.merchantId, uploaderOf(agent));
     const as = (viewer: unknown, attachmentId = id) =>
-      codeOf(authorizeDownload(deps, { id: attachmentId, variant: 'file', viewer: async () => viewer as never }));
+      refusalOf(authorizeDownload(deps, { id: attachmentId, variant: 'file', viewer: async () => viewer as never }));
     expect(await as(agent)).toBe('no error');
     expect(await as(uploaderVisitor)).toBe('no error');
     expect(await as(otherVisitor)).toBe('NOT_FOUND: No such attachment');
@@ -536,7 +522,7 @@ describe('Who may download (authorizeDownload)', () => {
     expect(await as(agent, 'att_missing')).toBe('NOT_FOUND: No such attachment');
     // An identity that fails to resolve (a revoked token) is no identity.
     expect(
-      await codeOf(
+      await refusalOf(
         authorizeDownload(deps, {
           id,
           variant: 'file',
@@ -574,10 +560,12 @@ describe('Messages and cleanup', () => {
     await claimAttachmentForMessage(deps, tx, uploader, id, 'image');
     const [row] = await deps.db.select().from(attachments).where(eq(attachments.id, id));
     expect(row?.referencedAt?.getTime()).toBe(first.getTime());
-    expect(await codeOf(claimAttachmentForMessage(deps, tx, uploader, id, 'file'))).toBe(
+    expect(await refusalOf(claimAttachmentForMessage(deps, tx, uploader, id, 'file'))).toBe(
       'BAD_USER_INPUT: The attachment is of kind image, not file',
     );
-    expect(await codeOf(claimAttachmentForMessage(deps, tx, { ...uploader, type: 'agent' }, id))).toMatch(/^NOT_FOUND/);
+    expect(await refusalOf(claimAttachmentForMessage(deps, tx, { ...uploader, type: 'agent' }, id))).toMatch(
+      /^NOT_FOUND/,
+    );
 
     const views = await loadAttachmentViews(deps, m.merchantId, [id, 'att_missing']);
     expect([...views.keys()]).toEqual([id]);

@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config.js';
 import { conversations, messages } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
@@ -12,58 +12,21 @@ import { listConversations } from '../../src/resolvers/conversations/queries.js'
 import { assignAgent, openNewConversation } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { listMessages, sendMessage, setTyping } from '../../src/resolvers/messages.js';
-import { factories, recordEvents, type TestDeps, testDeps } from '../support/deps.js';
+import {
+  type Factories,
+  meanwhileBeforeNextTransaction,
+  recordEvents,
+  refusalOf,
+  type TestDeps,
+  useTestDeps,
+} from '../support/deps.js';
 
 /** Issue 27 (the public chat surface under abuse), rows 2, 3, 5, 6 and 7: what the domain must hold whatever a client sends. */
 
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
-
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
-
-/** A merchant, an online agent and a visitor in an active conversation with it. */
-async function chat() {
-  const m = await f.merchant();
-  const agent = await f.agent(m);
-  await f.online(agent);
-  const visitor = await f.visitor(m);
-  const assigned = await assignAgent(deps, visitor);
-  return { m, agent, visitor, conversationId: assigned.conversationId };
-}
-
-/** Deps whose next transaction begins only after `meanwhile` ran (what another request did in between). */
-function meanwhileBeforeNextTransaction(meanwhile: () => Promise<unknown>): Deps {
-  let pending: (() => Promise<unknown>) | undefined = meanwhile;
-  const db = new Proxy(deps.db, {
-    get(target, prop) {
-      if (prop === 'transaction')
-        return async (...args: Parameters<typeof target.transaction>) => {
-          const run = pending;
-          pending = undefined;
-          if (run) await run();
-          return target.transaction(...args);
-        };
-      const value = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return { ...deps, db };
-}
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
+const chat = () => f.activeChat();
 
 const cursor = (values: unknown) => Buffer.from(JSON.stringify(values)).toString('base64url');
 
@@ -73,7 +36,7 @@ describe('client_msg_id: one stored message per sender, whatever races it (row 5
     const send = { clientMsgId: 'retried', content: 'are you there?' };
     let first: Awaited<ReturnType<typeof sendMessage>> | undefined;
     // Between the retry's checks and its locked write, the first copy commits and the agent closes.
-    const racing = meanwhileBeforeNextTransaction(async () => {
+    const racing = meanwhileBeforeNextTransaction(deps, async () => {
       first = await sendMessage(deps, visitor, send);
       await closeConversation(deps, agent, { visitorId: visitor.visitorId });
     });
@@ -178,10 +141,10 @@ describe('every history cursor is checked (row 7)', () => {
   it('a message page’s before/after: BAD_USER_INPUT, never a database error', async () => {
     const { agent, visitor } = await chat();
     for (const value of crafted) {
-      expect(await codeOf(listMessages(deps, visitor, { before: value }))).toBe(
+      expect(await refusalOf(listMessages(deps, visitor, { before: value }))).toBe(
         'BAD_USER_INPUT: before/after must be a seq or a cursor of a message page',
       );
-      expect(await codeOf(listMessages(deps, agent, { visitorId: visitor.visitorId, after: value }))).toBe(
+      expect(await refusalOf(listMessages(deps, agent, { visitorId: visitor.visitorId, after: value }))).toBe(
         'BAD_USER_INPUT: before/after must be a seq or a cursor of a message page',
       );
     }
@@ -198,7 +161,7 @@ describe('every history cursor is checked (row 7)', () => {
     ];
     for (const scope of ['queue', 'mine', 'all'] as const) {
       for (const value of [...crafted, ...dates, cursor([2 ** 62, 'x'])]) {
-        expect(await codeOf(listConversations(deps, admin, { scope, after: value }))).toBe(
+        expect(await refusalOf(listConversations(deps, admin, { scope, after: value }))).toBe(
           'BAD_USER_INPUT: after is not a cursor of this list',
         );
       }

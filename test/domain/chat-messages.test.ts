@@ -26,16 +26,7 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-/** A merchant, an online agent and a visitor in an active conversation with it. */
-async function chat() {
-  const m = await f.merchant({ switches: { session_invite_rating: 'on' } });
-  const agent = await f.agent(m);
-  await f.online(agent);
-  const visitor = await f.visitor(m);
-  const assigned = await assignAgent(deps, visitor);
-  expect(assigned.state).toBe('active');
-  return { m, agent, visitor, conversationId: assigned.conversationId };
-}
+const chat = () => f.activeChat({ switches: { session_invite_rating: 'on' } });
 
 describe('Sending: exactly once, strictly ordered', () => {
   it('20 parallel sends with distinct client_msg_ids → seqs without holes, and history equals the events', async () => {

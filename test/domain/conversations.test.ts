@@ -1,7 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, conversations, merchants } from '../../src/db/schema.js';
-import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import { claimConversation, pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
@@ -17,6 +16,7 @@ import {
   eventually,
   type Factories,
   recordEvents,
+  refusalOf,
   type TestDeps,
   type TestMerchant,
   useTestDeps,
@@ -28,16 +28,6 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
-
 const setMerchant = (m: TestMerchant, set: Partial<typeof merchants.$inferInsert>) =>
   deps.db.update(merchants).set(set).where(eq(merchants.id, m.merchantId));
 
@@ -47,16 +37,8 @@ async function group(m: TestMerchant, name: string) {
   return id;
 }
 
-/** A merchant with an online agent and a visitor in an active conversation with it. */
-async function activeChat(switches: Record<string, string> = {}) {
-  const m = await f.merchant({ switches });
-  const agent = await f.agent(m, { nickname: 'Alice' });
-  await f.online(agent);
-  const visitor = await f.visitor(m, { nickname: 'Vic' });
-  const assigned = await assignAgent(deps, visitor);
-  expect(assigned.agent?.agentId).toBe(agent.agentId);
-  return { m, agent, visitor, conversationId: assigned.conversationId };
-}
+const activeChat = (switches: Record<string, string> = {}) =>
+  f.activeChat({ switches, agentNickname: 'Alice', visitorNickname: 'Vic' });
 
 describe('Reading a conversation', () => {
   it('null before the first chat; then the open one, with the view of each side; then the latest closed one', async () => {
@@ -146,13 +128,13 @@ describe('Listing', () => {
       Buffer.from('{"a":1}').toString('base64url'),
       Buffer.from('[true]').toString('base64url'),
     ])
-      expect(await codeOf(listConversations(deps, a, { scope: 'queue', after })), after).toBe(
+      expect(await refusalOf(listConversations(deps, a, { scope: 'queue', after })), after).toBe(
         'BAD_USER_INPUT: after is not a cursor of this list',
       );
-    expect(await codeOf(listConversations(deps, a, { scope: 'all' }))).toBe(
+    expect(await refusalOf(listConversations(deps, a, { scope: 'all' }))).toBe(
       'FORBIDDEN: scope all is for administrators',
     );
-    expect(await codeOf(listConversations(deps, a, { first: 101 }))).toMatch(/^BAD_USER_INPUT: first /);
+    expect(await refusalOf(listConversations(deps, a, { first: 101 }))).toMatch(/^BAD_USER_INPUT: first /);
     // The agent's list counts unread visitor messages.
     const v = (await listConversations(deps, a, { first: 1 })).nodes[0];
     expect(v?.unreadCount).toBe(0);
@@ -195,7 +177,7 @@ describe('Assignment', () => {
     expect(toSales.agent?.agentId).toBe(seller.agentId);
     const toDefault = await assignAgent(deps, await f.visitor(m));
     expect(toDefault.agent?.agentId).toBe(generalist.agentId);
-    expect(await codeOf(assignAgent(deps, await f.visitor(m), { groupId: 'g_missing' }))).toBe(
+    expect(await refusalOf(assignAgent(deps, await f.visitor(m), { groupId: 'g_missing' }))).toBe(
       'NOT_FOUND: No such agent group',
     );
     await eventually(() => feed.of('conversation.assigned').length === 2, 'two assignments');
@@ -260,7 +242,7 @@ describe('Claim', () => {
     const a = await f.agent(m, { nickname: 'Alice' });
     const b = await f.agent(m);
     const v = await f.visitor(m);
-    expect(await codeOf(claimConversation(deps, a, { visitorId: v.visitorId }))).toBe(
+    expect(await refusalOf(claimConversation(deps, a, { visitorId: v.visitorId }))).toBe(
       'CONVERSATION_CLOSED: This visitor has no open conversation',
     );
     await assignAgent(deps, v);
@@ -268,7 +250,7 @@ describe('Claim', () => {
     await feed.ready;
     const claimed = await claimConversation(deps, a, { visitorId: v.visitorId });
     expect(claimed).toMatchObject({ state: 'active', agent: { agentId: a.agentId, nickname: 'Alice' } });
-    expect(await codeOf(claimConversation(deps, b, { visitorId: v.visitorId }))).toBe(
+    expect(await refusalOf(claimConversation(deps, b, { visitorId: v.visitorId }))).toBe(
       'ALREADY_CLAIMED: This conversation already has an agent',
     );
     await eventually(() => feed.of('conversation.assigned').length === 2, 'the agent and the visitor told');
@@ -294,12 +276,12 @@ describe('Transfer', () => {
     await f.online(busy);
     await setAgentState(deps, busy, 'busy');
     const to = (toAgentId: string) => transferConversation(deps, agent, { visitorId: visitor.visitorId, toAgentId });
-    expect(await codeOf(to(agent.agentId))).toBe('BAD_USER_INPUT: toAgentId is yourself');
+    expect(await refusalOf(to(agent.agentId))).toBe('BAD_USER_INPUT: toAgentId is yourself');
     for (const target of [disabled, ticket, busy])
-      expect(await codeOf(to(target.agentId))).toBe('AGENT_UNAVAILABLE: That agent is not online');
-    expect(await codeOf(to('no-such-agent'))).toBe('NOT_FOUND: No such agent');
+      expect(await refusalOf(to(target.agentId))).toBe('AGENT_UNAVAILABLE: That agent is not online');
+    expect(await refusalOf(to('no-such-agent'))).toBe('NOT_FOUND: No such agent');
     expect(
-      await codeOf(
+      await refusalOf(
         transferConversation(deps, agent, { visitorId: visitor.visitorId, toAgentId: busy.agentId, groupId: 'g' }),
       ),
     ).toMatch(/^BAD_USER_INPUT: .*give either toAgentId or groupId, not both/);
@@ -338,7 +320,7 @@ describe('Transfer', () => {
     const [row] = await deps.db.select().from(agents).where(eq(agents.id, bob.agentId));
     expect(row?.lastAssignedAt?.getTime()).toBe(at);
     // The old agent no longer has it.
-    expect(await codeOf(pinConversation(deps, agent, { visitorId: visitor.visitorId }))).toBe(
+    expect(await refusalOf(pinConversation(deps, agent, { visitorId: visitor.visitorId }))).toBe(
       'NOT_ASSIGNED: This conversation is assigned to another agent',
     );
     feed.stop();
@@ -362,9 +344,9 @@ describe('Transfer', () => {
     expect(feed.of('conversation.queued')[0]?.data).toMatchObject({ group_id: vip, queue_position: 1 });
     const last = (await listMessages(deps, visitor)).messages.at(-1);
     expect(last?.content).toBe('Transferred back to the queue');
-    expect(await codeOf(transferConversation(deps, agent, { visitorId: visitor.visitorId, groupId: 'g_none' }))).toBe(
-      'NOT_FOUND: No such agent group',
-    );
+    expect(
+      await refusalOf(transferConversation(deps, agent, { visitorId: visitor.visitorId, groupId: 'g_none' })),
+    ).toBe('NOT_FOUND: No such agent group');
     feed.stop();
   });
 
@@ -386,7 +368,7 @@ describe('Pin', () => {
       1_800_000_000,
     );
     const other = await f.agent(m);
-    expect(await codeOf(pinConversation(deps, other, { visitorId: visitor.visitorId }))).toBe(
+    expect(await refusalOf(pinConversation(deps, other, { visitorId: visitor.visitorId }))).toBe(
       'NOT_ASSIGNED: This conversation is assigned to another agent',
     );
     const admin = await f.agent(m, { level: 'admin' });
@@ -394,7 +376,7 @@ describe('Pin', () => {
     const queued = await f.visitor(m);
     await setAgentState(deps, agent, 'busy');
     await assignAgent(deps, queued);
-    expect(await codeOf(pinConversation(deps, agent, { visitorId: queued.visitorId }))).toBe(
+    expect(await refusalOf(pinConversation(deps, agent, { visitorId: queued.visitorId }))).toBe(
       'NOT_ASSIGNED: This conversation has no agent yet: claim it first',
     );
   });
@@ -478,7 +460,7 @@ describe('Rating', () => {
     const v = await f.visitor(m);
     const first = await assignAgent(deps, v);
     await closeConversation(deps, v);
-    expect(await codeOf(rateConversation(deps, v, { score: 3, resolved: true }))).toBe(
+    expect(await refusalOf(rateConversation(deps, v, { score: 3, resolved: true }))).toBe(
       'RATING_NOT_ALLOWED: Resolved feedback is not enabled for this merchant',
     );
     const second = await assignAgent(deps, v);
@@ -490,11 +472,11 @@ describe('Rating', () => {
     });
     const named = await rateConversation(deps, v, { conversationId: first.conversationId, score: 5 });
     expect(named.conversationId).toBe(first.conversationId);
-    expect(await codeOf(rateConversation(deps, v, { conversationId: first.conversationId, score: 5 }))).toBe(
+    expect(await refusalOf(rateConversation(deps, v, { conversationId: first.conversationId, score: 5 }))).toBe(
       'RATING_NOT_ALLOWED: This conversation was already rated',
     );
     const other = await f.visitor(m);
-    expect(await codeOf(rateConversation(deps, other, { conversationId: first.conversationId, score: 5 }))).toBe(
+    expect(await refusalOf(rateConversation(deps, other, { conversationId: first.conversationId, score: 5 }))).toBe(
       'RATING_NOT_ALLOWED: Only a closed conversation of yours can be rated',
     );
     const history = (await listMessages(deps, v)).messages.filter((x) => x.meta?.event === 'rated');

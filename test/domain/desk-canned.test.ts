@@ -1,7 +1,6 @@
 import { asc, eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { auditLog, cannedResponses } from '../../src/db/schema.js';
-import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import {
   createCannedResponse,
@@ -11,23 +10,13 @@ import {
   MAX_PERSONAL_CANNED,
   updateCannedResponse,
 } from '../../src/resolvers/desk/canned.js';
-import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
+import { type Factories, refusalOf, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** Canned responses (docs/desk.md "Canned responses"): owners, search, budgets. */
 
 let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
-
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
 
 describe('canned responses: the merchant’s and each agent’s own', () => {
   it('an agent sees the merchant’s responses and its own, never another agent’s or another merchant’s', async () => {
@@ -69,14 +58,14 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
     const m = await f.merchant();
     const admin = await f.agent(m, { level: 'admin' });
     const alice = await f.agent(m);
-    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'x', content: 'x', scope: 'merchant' }))).toBe(
+    expect(await refusalOf(createCannedResponse(deps, alice, { shortcut: 'x', content: 'x', scope: 'merchant' }))).toBe(
       'FORBIDDEN: Only an admin of the merchant may do this',
     );
     const shared = await createCannedResponse(deps, admin, { shortcut: 'hi', content: 'Hi', scope: 'merchant' });
-    expect(await codeOf(updateCannedResponse(deps, alice, { id: shared.id, content: 'Changed' }))).toMatch(
+    expect(await refusalOf(updateCannedResponse(deps, alice, { id: shared.id, content: 'Changed' }))).toMatch(
       /^FORBIDDEN/,
     );
-    expect(await codeOf(deleteCannedResponse(deps, alice, { id: shared.id }))).toMatch(/^FORBIDDEN/);
+    expect(await refusalOf(deleteCannedResponse(deps, alice, { id: shared.id }))).toMatch(/^FORBIDDEN/);
     const changed = await updateCannedResponse(deps, admin, { id: shared.id, content: 'Hi again' });
     expect(changed).toMatchObject({ id: shared.id, shortcut: 'hi', content: 'Hi again', scope: 'merchant' });
 
@@ -86,7 +75,9 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
       content: 'Mine',
     });
     // Another agent's personal response does not exist for an administrator either.
-    expect(await codeOf(deleteCannedResponse(deps, admin, { id: own.id }))).toBe('NOT_FOUND: No such canned response');
+    expect(await refusalOf(deleteCannedResponse(deps, admin, { id: own.id }))).toBe(
+      'NOT_FOUND: No such canned response',
+    );
     expect(await deleteCannedResponse(deps, alice, { id: own.id })).toMatchObject({ id: own.id, shortcut: 'mine2' });
     expect(await listCannedResponses(deps, alice)).toEqual([changed]);
   });
@@ -96,12 +87,12 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
     const admin = await f.agent(m, { level: 'admin' });
     const alice = await f.agent(m);
     await createCannedResponse(deps, alice, { shortcut: 'Thanks', content: 'a' });
-    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'thanks', content: 'b' }))).toBe(
+    expect(await refusalOf(createCannedResponse(deps, alice, { shortcut: 'thanks', content: 'b' }))).toBe(
       'BAD_USER_INPUT: shortcut /thanks is already used',
     );
     await createCannedResponse(deps, admin, { shortcut: 'thanks', content: 'c', scope: 'merchant' });
     const other = await createCannedResponse(deps, alice, { shortcut: 'other', content: 'd' });
-    expect(await codeOf(updateCannedResponse(deps, alice, { id: other.id, shortcut: 'THANKS' }))).toBe(
+    expect(await refusalOf(updateCannedResponse(deps, alice, { id: other.id, shortcut: 'THANKS' }))).toBe(
       'BAD_USER_INPUT: shortcut /THANKS is already used',
     );
   });
@@ -110,14 +101,14 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
     const m = await f.merchant();
     const alice = await f.agent(m);
     expect(
-      await codeOf(
+      await refusalOf(
         createCannedResponse(deps, alice, { shortcut: 'long', content: 'x'.repeat(MAX_CANNED_CONTENT + 1) }),
       ),
     ).toBe(`BAD_USER_INPUT: content must be at most ${MAX_CANNED_CONTENT} characters`);
-    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'two words', content: 'x' }))).toBe(
+    expect(await refusalOf(createCannedResponse(deps, alice, { shortcut: 'two words', content: 'x' }))).toBe(
       'BAD_USER_INPUT: shortcut must be 1-32 letters, digits, _ or - (no spaces)',
     );
-    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'x', content: '   ' }))).toBe(
+    expect(await refusalOf(createCannedResponse(deps, alice, { shortcut: 'x', content: '   ' }))).toBe(
       'BAD_USER_INPUT: content is required',
     );
     // Fill the budget directly, then the next one is refused.
@@ -130,7 +121,7 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
         content: 'x',
       })),
     );
-    expect(await codeOf(createCannedResponse(deps, alice, { shortcut: 'one-more', content: 'x' }))).toBe(
+    expect(await refusalOf(createCannedResponse(deps, alice, { shortcut: 'one-more', content: 'x' }))).toBe(
       `LIMIT_REACHED: An agent keeps at most ${MAX_PERSONAL_CANNED} personal canned responses: delete one first`,
     );
   });
@@ -138,7 +129,7 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
   it('ticket agents have no online reception, so no canned responses (FORBIDDEN)', async () => {
     const m = await f.merchant();
     const ticket = await f.agent(m, { level: 'ticket_agent' });
-    expect(await codeOf(listCannedResponses(deps, ticket))).toMatch(/^FORBIDDEN/);
+    expect(await refusalOf(listCannedResponses(deps, ticket))).toMatch(/^FORBIDDEN/);
   });
 
   it('changes to the merchant’s responses are audited with before → after; an agent’s own are not', async () => {
@@ -150,7 +141,7 @@ describe('canned responses: the merchant’s and each agent’s own', () => {
     await deleteCannedResponse(deps, admin, { id: shared.id });
     const own = await createCannedResponse(deps, alice, { shortcut: 'mine', content: 'Mine' });
     await deleteCannedResponse(deps, alice, { id: own.id });
-    await codeOf(createCannedResponse(deps, alice, { shortcut: 'no', content: 'no', scope: 'merchant' }));
+    await refusalOf(createCannedResponse(deps, alice, { shortcut: 'no', content: 'no', scope: 'merchant' }));
     const rows = await deps.db
       .select()
       .from(auditLog)

@@ -1,7 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { auditLog, labels } from '../../src/db/schema.js';
-import { DomainError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import { listConversations } from '../../src/resolvers/conversations/queries.js';
 import {
@@ -14,23 +13,13 @@ import {
   MAX_LABELS,
   unlabelConversation,
 } from '../../src/resolvers/desk/labels.js';
-import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
+import { type Factories, refusalOf, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** Labels (docs/desk.md "Labels"): the merchant's set, on conversations. */
 
 let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
-
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
 
 describe('labels of a merchant', () => {
   it('any agent creates labels; names are unique case-insensitively; another merchant sees none of them', async () => {
@@ -41,10 +30,10 @@ describe('labels of a merchant', () => {
     const bug = await createLabel(deps, alice, { name: 'bug' });
     expect(vip).toMatchObject({ name: 'VIP', color: '#2563eb' });
     expect(bug.color).toBe('#64748b');
-    expect(await codeOf(createLabel(deps, alice, { name: 'vip' }))).toBe(
+    expect(await refusalOf(createLabel(deps, alice, { name: 'vip' }))).toBe(
       'BAD_USER_INPUT: a label named vip already exists',
     );
-    expect(await codeOf(createLabel(deps, alice, { name: 'x', color: 'red' }))).toMatch(/^BAD_USER_INPUT: color/);
+    expect(await refusalOf(createLabel(deps, alice, { name: 'x', color: 'red' }))).toMatch(/^BAD_USER_INPUT: color/);
     expect(await listLabels(deps, alice)).toEqual([bug, vip]);
     expect(await listLabels(deps, other)).toEqual([]);
     await createLabel(deps, other, { name: 'VIP' }); // its own namespace
@@ -58,7 +47,7 @@ describe('labels of a merchant', () => {
       .values(
         Array.from({ length: MAX_LABELS }, (_, i) => ({ id: newId('label'), merchantId: m.merchantId, name: `l${i}` })),
       );
-    expect(await codeOf(createLabel(deps, alice, { name: 'one more' }))).toBe(
+    expect(await refusalOf(createLabel(deps, alice, { name: 'one more' }))).toBe(
       `LIMIT_REACHED: A merchant keeps at most ${MAX_LABELS} labels: delete one first`,
     );
   });
@@ -79,7 +68,7 @@ describe('labels of a merchant', () => {
     expect((await unlabelConversation(deps, alice, { visitorId: visitor.visitorId, labelId: bug.id })).labels).toEqual([
       vip,
     ]);
-    expect(await codeOf(deleteLabel(deps, alice, { id: vip.id }))).toMatch(/^FORBIDDEN/);
+    expect(await refusalOf(deleteLabel(deps, alice, { id: vip.id }))).toMatch(/^FORBIDDEN/);
     expect(await deleteLabel(deps, admin, { id: vip.id })).toEqual(vip);
     const audit = await deps.db.select().from(auditLog).where(eq(auditLog.merchantId, m.merchantId));
     expect(audit.map((r) => [r.action, r.actorId, r.targetId, r.before, r.after])).toEqual([
@@ -97,13 +86,13 @@ describe('labels of a merchant', () => {
     const theirs = await createLabel(deps, stranger, { name: 'theirs' });
     const { visitor: theirVisitor } = await f.conversation(o);
     const mine = await createLabel(deps, alice, { name: 'mine' });
-    expect(await codeOf(labelConversation(deps, alice, { visitorId: visitor.visitorId, labelId: theirs.id }))).toBe(
+    expect(await refusalOf(labelConversation(deps, alice, { visitorId: visitor.visitorId, labelId: theirs.id }))).toBe(
       'NOT_FOUND: No such label',
     );
-    expect(await codeOf(labelConversation(deps, alice, { visitorId: theirVisitor.visitorId, labelId: mine.id }))).toBe(
-      'NOT_FOUND: No such visitor',
-    );
-    expect(await codeOf(deleteLabel(deps, await f.agent(o, { level: 'admin' }), { id: mine.id }))).toBe(
+    expect(
+      await refusalOf(labelConversation(deps, alice, { visitorId: theirVisitor.visitorId, labelId: mine.id })),
+    ).toBe('NOT_FOUND: No such visitor');
+    expect(await refusalOf(deleteLabel(deps, await f.agent(o, { level: 'admin' }), { id: mine.id }))).toBe(
       'NOT_FOUND: No such label',
     );
   });

@@ -1,12 +1,11 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
-import { DomainError } from '../../src/errors.js';
 import { loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { addNote, listNotes, MAX_NOTE } from '../../src/resolvers/desk/notes.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
-import { type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
+import { type Factories, recordEvents, refusalOf, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * Internal notes (docs/desk.md "Internal notes"): for the merchant's agents only. A note is not
@@ -16,16 +15,6 @@ import { type Factories, recordEvents, type TestDeps, useTestDeps } from '../sup
 let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
-
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
 
 /** A merchant, an online agent and a visitor chatting with it (two messages). */
 async function chat() {
@@ -110,10 +99,10 @@ describe('internal notes', () => {
     expect(second.afterSeq).toBe(first.afterSeq + 1);
     expect(await listNotes(deps, agent, { visitorId: visitor.visitorId })).toEqual([first, second]);
     const stranger = await f.agent(await f.merchant());
-    expect(await codeOf(listNotes(deps, stranger, { visitorId: visitor.visitorId }))).toBe(
+    expect(await refusalOf(listNotes(deps, stranger, { visitorId: visitor.visitorId }))).toBe(
       'NOT_FOUND: No such visitor',
     );
-    expect(await codeOf(addNote(deps, stranger, { visitorId: visitor.visitorId, content: 'x' }))).toBe(
+    expect(await refusalOf(addNote(deps, stranger, { visitorId: visitor.visitorId, content: 'x' }))).toBe(
       'NOT_FOUND: No such visitor',
     );
   });
@@ -121,16 +110,18 @@ describe('internal notes', () => {
   it('sizes are capped; a visitor without a conversation has nothing to note on; ticket agents are refused', async () => {
     const { m, agent, visitor } = await chat();
     expect(
-      await codeOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: 'x'.repeat(MAX_NOTE + 1) })),
+      await refusalOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: 'x'.repeat(MAX_NOTE + 1) })),
     ).toBe(`BAD_USER_INPUT: content must be at most ${MAX_NOTE} characters`);
-    expect(await codeOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: ' ' }))).toBe(
+    expect(await refusalOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: ' ' }))).toBe(
       'BAD_USER_INPUT: content is required',
     );
     const silent = await f.visitor(m);
-    expect(await codeOf(addNote(deps, agent, { visitorId: silent.visitorId, content: 'x' }))).toBe(
+    expect(await refusalOf(addNote(deps, agent, { visitorId: silent.visitorId, content: 'x' }))).toBe(
       'NOT_FOUND: This visitor has no conversation to note on yet',
     );
     const ticket = await f.agent(m, { level: 'ticket_agent' });
-    expect(await codeOf(addNote(deps, ticket, { visitorId: visitor.visitorId, content: 'x' }))).toMatch(/^FORBIDDEN/);
+    expect(await refusalOf(addNote(deps, ticket, { visitorId: visitor.visitorId, content: 'x' }))).toMatch(
+      /^FORBIDDEN/,
+    );
   });
 });

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { attachments, conversations } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
-import { BackendUnavailableError, DomainError } from '../../src/errors.js';
+import { BackendUnavailableError } from '../../src/errors.js';
 import { newId } from '../../src/ids.js';
 import { ITEM_CONTENT_MAX, toMessageView } from '../../src/resolvers/chat-rows.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
@@ -12,7 +12,15 @@ import { agentChannel } from '../../src/resolvers/events.js';
 import { historyOnlyMine, listMessages, markRead, sendMessage, setTyping } from '../../src/resolvers/messages.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
 import { rateLimiterFactory } from '../../src/stores/rate-limits.js';
-import { eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
+import {
+  eventually,
+  type Factories,
+  meanwhileBeforeNextTransaction,
+  recordEvents,
+  refusalOf,
+  type TestDeps,
+  useTestDeps,
+} from '../support/deps.js';
 
 /** Message rules (docs/chat.md) not already covered by test/domain/chat-messages.test.ts. */
 
@@ -20,55 +28,13 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-async function codeOf(work: Promise<unknown>): Promise<string> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
-    throw error;
-  }
-  return 'no error';
-}
-
-/** A merchant, an online agent and a visitor in an active conversation with it. */
-async function chat() {
-  const m = await f.merchant();
-  const agent = await f.agent(m);
-  await f.online(agent);
-  const visitor = await f.visitor(m);
-  const assigned = await assignAgent(deps, visitor);
-  expect(assigned.agent?.agentId).toBe(agent.agentId);
-  return { m, agent, visitor, conversationId: assigned.conversationId };
-}
+const chat = () => f.activeChat();
 
 const conversationRow = async (id: string) =>
   (await deps.db.select().from(conversations).where(eq(conversations.id, id)))[0];
 
 const conversationsOf = (visitorId: string) =>
   deps.db.select().from(conversations).where(eq(conversations.visitorId, visitorId));
-
-/**
- * The deps of a request whose next transaction begins only after `meanwhile` ran: what another
- * request, another instance or the idle sweep did between this request's checks and its locked
- * write. A deterministic stand-in for a race the scheduler would only sometimes produce.
- */
-function meanwhileBeforeNextTransaction(meanwhile: () => Promise<unknown>): Deps {
-  let pending: (() => Promise<unknown>) | undefined = meanwhile;
-  const db = new Proxy(deps.db, {
-    get(target, prop) {
-      if (prop === 'transaction')
-        return async (...args: Parameters<typeof target.transaction>) => {
-          const run = pending;
-          pending = undefined;
-          if (run) await run();
-          return target.transaction(...args);
-        };
-      const value = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-  return { ...deps, db };
-}
 
 /** A finished upload of the visitor (as attachments.ts stores one), of `kind`. */
 async function uploadOf(m: { merchantId: string }, visitorId: string, kind: 'file' | 'image' = 'file') {
@@ -146,24 +112,24 @@ describe('Sending', () => {
 
   it('an agent names the visitor; text needs words and takes no attachment; an administrator cannot write into another’s conversation', async () => {
     const { m, agent, visitor } = await chat();
-    expect(await codeOf(sendMessage(deps, agent, { clientMsgId: 'a', content: 'hi' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, agent, { clientMsgId: 'a', content: 'hi' }))).toBe(
       'BAD_USER_INPUT: visitorId is required',
     );
-    expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: 'b', content: '  ' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, visitor, { clientMsgId: 'b', content: '  ' }))).toBe(
       'BAD_USER_INPUT: content is required',
     );
-    expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: 'c', content: 'x', attachmentId: 'att_1' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, visitor, { clientMsgId: 'c', content: 'x', attachmentId: 'att_1' }))).toBe(
       'BAD_USER_INPUT: attachmentId is only for attachment messages',
     );
-    expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: 'd', type: 'voice' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, visitor, { clientMsgId: 'd', type: 'voice' }))).toBe(
       'BAD_USER_INPUT: attachmentId is required for a voice message',
     );
-    expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: ' ', content: 'x' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, visitor, { clientMsgId: ' ', content: 'x' }))).toBe(
       'BAD_USER_INPUT: clientMsgId is required',
     );
     const admin = await f.agent(m, { level: 'admin' });
     expect(
-      await codeOf(sendMessage(deps, admin, { visitorId: visitor.visitorId, clientMsgId: 'e', content: 'x' })),
+      await refusalOf(sendMessage(deps, admin, { visitorId: visitor.visitorId, clientMsgId: 'e', content: 'x' })),
     ).toBe('NOT_ASSIGNED: This conversation is assigned to another agent');
     // The same client_msg_id of another sender is another message.
     const v = await sendMessage(deps, visitor, { clientMsgId: 'same', content: 'from the visitor' });
@@ -178,10 +144,10 @@ describe('Sending', () => {
 
   it('a blank visitorId or attachmentId is refused as missing, not looked up', async () => {
     const { agent, visitor } = await chat();
-    expect(await codeOf(sendMessage(deps, agent, { visitorId: '  ', clientMsgId: 'a', content: 'hi' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, agent, { visitorId: '  ', clientMsgId: 'a', content: 'hi' }))).toBe(
       'BAD_USER_INPUT: visitorId is required',
     );
-    expect(await codeOf(sendMessage(deps, visitor, { clientMsgId: 'b', type: 'image', attachmentId: ' ' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, visitor, { clientMsgId: 'b', type: 'image', attachmentId: ' ' }))).toBe(
       'BAD_USER_INPUT: attachmentId is required',
     );
   });
@@ -194,7 +160,7 @@ describe('Sending', () => {
     });
     const agent = await f.agent(m);
     expect(
-      await codeOf(sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a', content: 'hi' })),
+      await refusalOf(sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a', content: 'hi' })),
     ).toBe('NOT_ASSIGNED: This conversation has no agent yet: claim it first');
   });
 
@@ -214,7 +180,7 @@ describe('Sending', () => {
       conversationState: 'closed',
       duplicate: true,
     });
-    expect(await codeOf(sendMessage(deps, agent, { visitorId, clientMsgId: 'a2', content: 'one more' }))).toBe(
+    expect(await refusalOf(sendMessage(deps, agent, { visitorId, clientMsgId: 'a2', content: 'one more' }))).toBe(
       'CONVERSATION_CLOSED: This conversation is closed',
     );
     expect((await conversationsOf(visitorId)).map((c) => [c.id, c.state])).toEqual([[conversationId, 'closed']]);
@@ -224,7 +190,7 @@ describe('Sending', () => {
     const { agent, visitor, conversationId } = await chat();
     const visitorId = visitor.visitorId;
     // The agent closes the conversation while the visitor's send is under way.
-    const racing = meanwhileBeforeNextTransaction(() => closeConversation(deps, agent, { visitorId }));
+    const racing = meanwhileBeforeNextTransaction(deps, () => closeConversation(deps, agent, { visitorId }));
     const sent = await sendMessage(racing, visitor, { clientMsgId: 'late', content: 'still there?' });
     expect(sent).toMatchObject({ duplicate: false, conversationState: 'active', message: { content: 'still there?' } });
     expect(sent.message.conversationId).not.toBe(conversationId);
@@ -243,14 +209,17 @@ describe('Sending', () => {
     const { m, visitor } = await chat();
     let first: Awaited<ReturnType<typeof sendMessage>> | undefined;
     const text = { clientMsgId: 'twice', content: 'hello' };
-    const racing = meanwhileBeforeNextTransaction(async () => (first = await sendMessage(deps, visitor, text)));
+    const racing = meanwhileBeforeNextTransaction(deps, async () => (first = await sendMessage(deps, visitor, text)));
     const second = await sendMessage(racing, visitor, text);
     expect(first).toMatchObject({ duplicate: false, message: { attachment: null } });
     expect(second).toEqual({ ...first, duplicate: true });
     // With an attachment, the answer shows it too.
     const file = { clientMsgId: 'file', type: 'file', attachmentId: await uploadOf(m, visitor.visitorId) };
     let firstFile: Awaited<ReturnType<typeof sendMessage>> | undefined;
-    const racingFile = meanwhileBeforeNextTransaction(async () => (firstFile = await sendMessage(deps, visitor, file)));
+    const racingFile = meanwhileBeforeNextTransaction(
+      deps,
+      async () => (firstFile = await sendMessage(deps, visitor, file)),
+    );
     const secondFile = await sendMessage(racingFile, visitor, file);
     expect(secondFile).toMatchObject({
       duplicate: true,
@@ -279,7 +248,7 @@ describe('History', () => {
     expect((await listMessages(deps, visitor, { limit: 2, before: '3' })).messages.map((x) => x.seq)).toEqual([1, 2]);
     const none = await listMessages(deps, visitor, { after: newest.endCursor ?? undefined });
     expect(none).toEqual({ messages: [], hasMore: false, startCursor: null, endCursor: null });
-    expect(await codeOf(listMessages(deps, visitor, { before: '1', after: '2' }))).toBe(
+    expect(await refusalOf(listMessages(deps, visitor, { before: '1', after: '2' }))).toBe(
       'BAD_USER_INPUT: give before or after, not both',
     );
     for (const bad of [
@@ -288,7 +257,7 @@ describe('History', () => {
       Buffer.from('[1, 2]').toString('base64url'),
       '1234567890',
     ])
-      expect(await codeOf(listMessages(deps, visitor, { before: bad })), bad).toBe(
+      expect(await refusalOf(listMessages(deps, visitor, { before: bad })), bad).toBe(
         'BAD_USER_INPUT: before/after must be a seq or a cursor of a message page',
       );
   });
@@ -449,9 +418,9 @@ describe('Read state', () => {
   it('no conversation yet → not found; another agent’s → not assigned; an administrator may', async () => {
     const { m, visitor } = await chat();
     const stranger = await f.visitor(m);
-    expect(await codeOf(markRead(deps, stranger, { seq: 1 }))).toBe('NOT_FOUND: No conversation yet');
+    expect(await refusalOf(markRead(deps, stranger, { seq: 1 }))).toBe('NOT_FOUND: No conversation yet');
     const other = await f.agent(m);
-    expect(await codeOf(markRead(deps, other, { visitorId: visitor.visitorId, seq: 1 }))).toBe(
+    expect(await refusalOf(markRead(deps, other, { visitorId: visitor.visitorId, seq: 1 }))).toBe(
       'NOT_ASSIGNED: This conversation is not assigned to you',
     );
     const admin = await f.agent(m, { level: 'admin' });
@@ -461,10 +430,10 @@ describe('Read state', () => {
   it('an agent of another merchant is told the visitor does not exist (reading, typing)', async () => {
     const { visitor } = await chat();
     const outsider = await f.agent(await f.merchant(), { level: 'admin' });
-    expect(await codeOf(markRead(deps, outsider, { visitorId: visitor.visitorId, seq: 1 }))).toBe(
+    expect(await refusalOf(markRead(deps, outsider, { visitorId: visitor.visitorId, seq: 1 }))).toBe(
       'NOT_FOUND: No such visitor',
     );
-    expect(await codeOf(setTyping(deps, outsider, { visitorId: visitor.visitorId }))).toBe(
+    expect(await refusalOf(setTyping(deps, outsider, { visitorId: visitor.visitorId }))).toBe(
       'NOT_FOUND: No such visitor',
     );
   });
@@ -489,7 +458,7 @@ describe('Typing', () => {
       sender_id: agent.agentId,
     });
     await closeConversation(deps, visitor);
-    expect(await codeOf(setTyping(deps, visitor, {}))).toBe('CONVERSATION_CLOSED: This conversation is closed');
+    expect(await refusalOf(setTyping(deps, visitor, {}))).toBe('CONVERSATION_CLOSED: This conversation is closed');
     // Queued: nobody to tell yet.
     const m = await f.merchant();
     const waiting = await f.visitor(m);

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, inject } from 'vitest';
@@ -16,6 +19,7 @@ import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken } from '../../src/resolvers/visitor.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
+import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { freshStores, type TestStores, templateDatabase } from './stores.js';
 
 /**
@@ -193,6 +197,32 @@ export function useTestDeps(use: (made: { deps: TestDeps; f: Factories }) => unk
   });
 }
 
+/**
+ * `useTestDeps` for the attachment tests: the run's deps with attachments stored in a directory
+ * of the file's own (the local driver), handed to `use` with that storage and directory; after
+ * the file's tests the storage is closed and the directory removed.
+ */
+export function useLocalAttachmentDeps(
+  use: (made: { deps: TestDeps; f: Factories; storage: ObjectStorage; dir: string }) => unknown,
+): void {
+  let made: { deps: TestDeps; f: Factories; storage: ObjectStorage; dir: string } | undefined;
+  beforeAll(async () => {
+    const base = await testDeps();
+    const dir = mkdtempSync(join(tmpdir(), 'parley-domain-attachments-'));
+    const config = { ...base.config, attachments: { ...base.config.attachments, driver: 'local' as const, dir } };
+    const storage = await createObjectStorage(config.attachments);
+    const deps = { ...base, config, storage };
+    made = { deps, f: factories(deps), storage, dir };
+    use(made);
+  });
+  afterAll(async () => {
+    if (!made) return;
+    await made.f.cleanup();
+    await made.storage.close();
+    rmSync(made.dir, { recursive: true, force: true });
+  });
+}
+
 /** Factories over one deps object; each call makes fresh rows with unique names. */
 export function factories(deps: Deps) {
   const unique = () => randomBytes(5).toString('hex');
@@ -283,6 +313,23 @@ export function factories(deps: Deps) {
     return { visitor: v, ...assigned };
   }
 
+  /**
+   * A merchant (with `switches`), an online agent and a visitor in an active conversation with
+   * that agent: the set-up of most chat rules.
+   */
+  async function activeChat(
+    opts: { switches?: Record<string, string>; agentNickname?: string; visitorNickname?: string } = {},
+  ) {
+    const m = await merchant(opts.switches ? { switches: opts.switches } : {});
+    const a = await agent(m, opts.agentNickname ? { nickname: opts.agentNickname } : {});
+    await online(a);
+    const v = await visitor(m, opts.visitorNickname ? { nickname: opts.visitorNickname } : {});
+    const assigned = await assignAgent(deps, v);
+    if (assigned.state !== 'active' || assigned.agent?.agentId !== a.agentId)
+      throw new Error(`the visitor was not assigned to the online agent: ${JSON.stringify(assigned)}`);
+    return { m, agent: a, visitor: v, conversationId: assigned.conversationId };
+  }
+
   return {
     merchant,
     agent,
@@ -290,6 +337,7 @@ export function factories(deps: Deps) {
     visitor,
     online,
     conversation,
+    activeChat,
     async cleanup() {
       await Promise.all(trackers.map((t) => t.close()));
     },
@@ -371,6 +419,40 @@ export async function codeOf(work: Promise<unknown>): Promise<string> {
     await work;
   } catch (error) {
     if (error instanceof DomainError) return error.code;
+    throw error;
+  }
+  return 'no error';
+}
+
+/**
+ * The deps of a request whose next transaction begins only after `meanwhile` ran: what another
+ * request, another instance or the idle sweep did between this request's checks and its locked
+ * write. A deterministic stand-in for a race the scheduler would only sometimes produce.
+ */
+export function meanwhileBeforeNextTransaction(deps: Deps, meanwhile: () => Promise<unknown>): Deps {
+  let pending: (() => Promise<unknown>) | undefined = meanwhile;
+  const db = new Proxy(deps.db, {
+    get(target, prop) {
+      if (prop === 'transaction')
+        return async (...args: Parameters<typeof target.transaction>) => {
+          const run = pending;
+          pending = undefined;
+          if (run) await run();
+          return target.transaction(...args);
+        };
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { ...deps, db };
+}
+
+/** `CODE: message` of the DomainError `work` throws (or a function throws), else 'no error'; other errors go on. */
+export async function refusalOf(work: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof work === 'function' ? work() : work);
+  } catch (error) {
+    if (error instanceof DomainError) return `${error.code}: ${error.message}`;
     throw error;
   }
   return 'no error';
