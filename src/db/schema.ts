@@ -300,6 +300,11 @@ export const conversations = pgTable(
     requiredSkills: jsonb('required_skills').$type<string[]>().notNull().default([]),
     /** Queue order: higher first, FIFO within a priority (the merchant's rules set it). */
     priority: integer('priority').notNull().default(0),
+    /**
+     * The queue position last told to the visitor (`conversation.queued`, `conversation.queue_position`):
+     * each drain, under the merchant's lock, tells the visitors whose position moved since (docs/availability.md).
+     */
+    queuePositionTold: integer('queue_position_told'),
   },
   (t) => [
     // One open conversation per visitor and merchant: the database decides, not a read-then-write.

@@ -296,6 +296,19 @@ export const eventCatalog = {
       queue_position: d.queuePosition,
     }),
   }),
+  'conversation.queue_position': declare({
+    audiences: ['visitor'],
+    description:
+      'The visitor’s place in its group’s queue moved (conversations ahead were served, closed or claimed, or went ahead of it): `queue_position` from 1, pushed after the change by the queue’s drain, once per new position.',
+    payload: z
+      .object({ ...conversationRef, group_id: z.string().nullable(), queue_position: z.number().int() })
+      .strict(),
+    toWire: (d: ConversationRef & { groupId: string | null; queuePosition: number }) => ({
+      ...toConversationRef(d),
+      group_id: d.groupId,
+      queue_position: d.queuePosition,
+    }),
+  }),
   'conversation.assigned': declare({
     webhook: 1,
     audiences: ['global', 'agent', 'visitor'],

@@ -117,6 +117,10 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
     { ...ref, state: 'queued', groupId: 'g1', queuePosition: 2 },
     { ...refWire, state: 'queued', group_id: 'g1', queue_position: 2 },
   ],
+  'conversation.queue_position': [
+    { ...ref, state: 'queued', groupId: null, queuePosition: 3 },
+    { ...refWire, state: 'queued', group_id: null, queue_position: 3 },
+  ],
   'conversation.assigned': [
     { ...ref, agent: alice, by: 'claim' },
     { ...refWire, agent: aliceWire, by: 'claim' },

@@ -57,6 +57,7 @@ export const EVENTS = Object.freeze({
   "message.read": "message.read",
   "typing": "typing",
   "conversation.queued": "conversation.queued",
+  "conversation.queue_position": "conversation.queue_position",
   "conversation.assigned": "conversation.assigned",
   "conversation.transferred": "conversation.transferred",
   "conversation.requeued": "conversation.requeued",

@@ -8,6 +8,7 @@ import { publishOutbox, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
 import { assignInTx } from './assignment.js';
 import { id, requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
+import { drainQueueQuietly } from './queue.js';
 import { type ConversationView, viewOf } from './view.js';
 
 /** An agent's own actions on a conversation: claim a queued one, pin an active one. */
@@ -31,6 +32,8 @@ export async function claimConversation(deps: Deps, viewer: AgentViewer, given: 
     return ctx.conversation.id;
   });
   await publishOutbox(deps, visitorKey(visitorId));
+  // The visitors behind it moved up: the drain tells them their new positions.
+  await drainQueueQuietly(deps, { merchantId: viewer.merchantId });
   return viewOf(deps.db, conversationId, 'agent');
 }
 

@@ -4,7 +4,7 @@ import type { Deps } from '../../deps.js';
 import { groupOpenAt } from '../availability/calendars.js';
 import { chooseAgent, type RoutingPolicy } from '../availability/routing/policies.js';
 import { type ConversationContext, selectContexts } from '../chat-rows.js';
-import { publishOutbox, rowsOf, type Tx, visitorKey } from '../outbox.js';
+import { enqueueRows, outboxRow, publishOutbox, rowsOf, type Tx, visitorKey } from '../outbox.js';
 import { TICKET_AGENT } from '../viewer.js';
 import { assignMany } from './assignment.js';
 
@@ -221,6 +221,49 @@ async function drainPass(
   return done.map((ctx) => visitorKey(ctx.conversation.visitorId));
 }
 
+/**
+ * Tells each waiting visitor of the merchant whose queue position moved since it was last told
+ * (`conversation.queue_position` on its channel, through the outbox): conversations ahead of it
+ * were served, closed or claimed, or went ahead of it (a re-queue, a higher priority). Runs in a
+ * drain's transaction, under the merchant's lock, so positions are told in the order they were
+ * computed on every instance; the position told is kept on the row (`queue_position_told`), so a
+ * visitor hears of each new position once. Only conversations already told they wait
+ * (`conversation.queued`) are told again: a new one about to be routed hears nothing. A row
+ * locked by another writer meanwhile (a message being sent) is left for the next drain. Returns
+ * the order keys to publish.
+ */
+async function tellQueuePositions(tx: Tx, merchantId: string): Promise<string[]> {
+  const moved = rowsOf<{ id: string; visitor_id: string; group_id: string | null; n: number; channel: string }>(
+    await tx.execute(sql`
+      with ranked as (
+        select id, queue_position_told as told,
+          (row_number() over (partition by group_id order by priority desc, queued_at, id))::int as n
+        from conversations where merchant_id = ${merchantId} and state = 'queued'
+      ), moved as (
+        select c.id from conversations c where c.id in (
+          select id from ranked where told is not null and told <> n
+        ) order by c.id for update skip locked
+      )
+      update conversations c set queue_position_told = r.n
+      from ranked r, moved m, visitors v
+      where c.id = r.id and c.id = m.id and v.id = c.visitor_id and c.state = 'queued'
+      returning c.id, c.visitor_id, c.group_id, r.n, v.channel`),
+  ).sort((a, b) => (a.id < b.id ? -1 : 1));
+  await enqueueRows(
+    tx,
+    moved.map((m) =>
+      outboxRow(visitorKey(m.visitor_id), m.channel, 'conversation.queue_position', {
+        conversationId: m.id,
+        visitorId: m.visitor_id,
+        state: 'queued',
+        groupId: m.group_id,
+        queuePosition: Number(m.n),
+      }),
+    ),
+  );
+  return moved.map((m) => visitorKey(m.visitor_id));
+}
+
 /** Takes the merchant's drain lock for the transaction; `wait` blocks for it, else a busy lock answers false. */
 async function lockMerchant(tx: Tx, merchantId: string, wait: boolean): Promise<boolean> {
   const key = sql`hashtextextended(${`parley:drain:${merchantId}`}, 0)`;
@@ -241,17 +284,19 @@ async function drainUntilQuiet(deps: Deps, merchantId: string, preferred?: Prefe
   await deps.kv.set(redoKey(merchantId), '1', REDO_TTL_SECONDS);
   let total = 0;
   for (let pass = 0; pass < MAX_PASSES; pass++) {
+    // With nobody online a pass assigns nothing but still tells the waiting visitors their positions.
     const online = await routableAgents(deps, merchantId);
-    if (online.length === 0) return total;
-    const assigned = await deps.db.transaction(async (tx) => {
+    const result = await deps.db.transaction(async (tx) => {
       if (!(await lockMerchant(tx, merchantId, preferred !== undefined))) return null;
       await deps.kv.del(redoKey(merchantId));
-      return drainPass(deps, tx, merchantId, online, preferred);
+      const assigned = online.length > 0 ? await drainPass(deps, tx, merchantId, online, preferred) : [];
+      return { assigned, told: await tellQueuePositions(tx, merchantId) };
     });
-    if (assigned === null) return total;
+    if (result === null) return total;
     preferred = undefined;
-    if (assigned.length > 0) await publishOutbox(deps, assigned);
-    total += assigned.length;
+    const keys = [...new Set([...result.assigned, ...result.told])];
+    if (keys.length > 0) await publishOutbox(deps, keys);
+    total += result.assigned.length;
     if ((await deps.kv.take(redoKey(merchantId))) === null) return total;
   }
   return total;

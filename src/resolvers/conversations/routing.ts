@@ -182,10 +182,12 @@ export async function announceIfWaiting(deps: Deps, conversationId: string) {
 
 /** Writes `conversation.queued` (with the queue position) for the merchant's agents and the visitor. */
 export async function enqueueQueued(tx: Tx, ctx: ConversationContext) {
+  // The position told is remembered on the row: a drain tells the visitor again only when it moves.
   const [position] = await tx
-    .select({ n: queuePositionSql })
-    .from(conversations)
-    .where(eq(conversations.id, ctx.conversation.id));
+    .update(conversations)
+    .set({ queuePositionTold: queuePositionSql })
+    .where(eq(conversations.id, ctx.conversation.id))
+    .returning({ n: conversations.queuePositionTold });
   const data = {
     conversationId: ctx.conversation.id,
     visitorId: ctx.conversation.visitorId,

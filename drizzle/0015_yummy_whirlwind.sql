@@ -1,0 +1,1 @@
+ALTER TABLE "conversations" ADD COLUMN "queue_position_told" integer;
