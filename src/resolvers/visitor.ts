@@ -1,9 +1,9 @@
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
-import { and, eq, gt, isNull, sql } from 'drizzle-orm';
+import { and, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { preparedQuery } from '../db/prepared.js';
 import { createRowCache, type RowCache } from '../db/row-cache.js';
-import { visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
+import { type BusinessHoursCalendar, conversations, visitorAttributes, visitors, visitorTokens } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { isApiKeyShaped, newId, newSecret } from '../ids.js';
@@ -143,13 +143,39 @@ export async function loadVisitorBootstrap(
       paid: merchant.paid,
       contactFields: merchant.contactFields,
     },
-    // Computed at every bootstrap from the calendar, never a cached flag: the visitor's group is the
-    // default group (new conversations go to it), so its own calendar, else the merchant's.
-    businessHours: businessHoursAt(
-      config.groups.find((g) => g.isDefault)?.businessHours ?? merchant.businessHours,
-      deps.now(),
-    ),
+    // Computed at every bootstrap from the calendar, never a cached flag.
+    businessHours: businessHoursAt(await visitorCalendar(deps, config, visitorId), deps.now()),
   };
+}
+
+/**
+ * The calendar a visitor follows: its group's own, else the merchant's. Its group is that of its
+ * open conversation, else the default group (where a new conversation goes). Only a merchant
+ * whose groups keep different hours costs a statement (the open conversation's group).
+ */
+async function visitorCalendar(
+  deps: Deps,
+  config: NonNullable<Awaited<ReturnType<typeof merchantConfig>>>,
+  visitorId: string,
+): Promise<BusinessHoursCalendar | null> {
+  const defaultGroup = config.groups.find((g) => g.isDefault);
+  const calendarOf = (groupId: string | null) =>
+    (config.groups.find((g) => g.id === groupId) ?? defaultGroup)?.businessHours ?? config.merchant.businessHours;
+  const usual = calendarOf(defaultGroup?.id ?? null);
+  const same = JSON.stringify(usual);
+  if (config.groups.every((g) => JSON.stringify(calendarOf(g.id)) === same)) return usual;
+  const [open] = await deps.db
+    .select({ groupId: conversations.groupId })
+    .from(conversations)
+    .where(
+      and(
+        eq(conversations.merchantId, config.merchant.id),
+        eq(conversations.visitorId, visitorId),
+        ne(conversations.state, 'closed'),
+      ),
+    )
+    .limit(1);
+  return open ? calendarOf(open.groupId) : usual;
 }
 
 /** Switches are `on` or `off`; anything else stored is treated as not configured. */

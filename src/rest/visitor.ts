@@ -72,7 +72,7 @@ const visitorBootstrapData = z
           .strict()
           .openapi({
             description:
-              'The business hours of the visitor’s group (the default group’s own calendar, else the merchant’s), evaluated now (docs/availability.md).',
+              'The business hours of the visitor’s group (its open conversation’s group, else the default group; the group’s own calendar, else the merchant’s), evaluated now (docs/availability.md).',
           }),
       })
       .strict(),

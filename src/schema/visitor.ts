@@ -117,7 +117,7 @@ const VisitorBootstrapType = builder.objectRef<VisitorBootstrap>('VisitorBootstr
       type: BusinessHours,
       resolve: (b) => b.businessHours,
       description:
-        "Whether the visitor's group (the default group: its own calendar, else the merchant's) is open now and when it opens next (legacy `setting.business_hours`).",
+        "Whether the visitor's group (its open conversation's group, else the default group; the group's own calendar, else the merchant's) is open now and when it opens next (legacy `setting.business_hours`).",
     }),
   }),
 });

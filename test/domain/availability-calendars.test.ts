@@ -4,6 +4,8 @@ import { agentGroups, auditLog, merchants } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { loadBusinessHours, updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
 import { createHoursScheduler } from '../../src/resolvers/availability/hours-events.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import { loadVisitorBootstrap } from '../../src/resolvers/visitor.js';
 import { codeOf, eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
@@ -112,6 +114,31 @@ describe('business hours: setting them', () => {
     expect((await bootstrap()).timezone).toBe('Europe/Paris');
   });
 
+  it("a visitor whose conversation is in another group is told that group's hours", async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const visitor = await f.visitor(m);
+    const sales = `g_sales_${m.merchantId}`;
+    await deps.db.insert(agentGroups).values({ id: sales, merchantId: m.merchantId, name: 'Sales' });
+    const opens = Math.ceil((Date.now() + 120 * MIN) / MIN) * MIN;
+    // The merchant (and so the default group) is open all day; Sales keeps its own, closed now.
+    await updateBusinessHours(deps, admin, {
+      timezone: 'Europe/Paris',
+      weekly: [1, 2, 3, 4, 5, 6, 7].map((day) => ({ day, start: '00:00', end: '24:00' })),
+    });
+    await updateBusinessHours(deps, admin, { groupId: sales, timezone: 'UTC', weekly: daily(opens, 60) });
+    const bootstrap = async () => (await loadVisitorBootstrap(deps, visitor, { wsAddress: 'ws://x' })).businessHours;
+    // No conversation yet: the default group's (the merchant's) hours.
+    expect(await bootstrap()).toEqual({ open: true, nextOpenAt: null, timezone: 'Europe/Paris' });
+    // Its conversation waits in Sales: Sales' hours, closed until it opens.
+    const assigned = await assignAgent(deps, visitor, { groupId: sales });
+    expect(assigned.messageLeft?.reason).toBe('closed');
+    expect(await bootstrap()).toEqual({ open: false, nextOpenAt: opens / 1000, timezone: 'UTC' });
+    // Closed: back to the default group's.
+    await closeConversation(deps, visitor);
+    expect(await bootstrap()).toEqual({ open: true, nextOpenAt: null, timezone: 'Europe/Paris' });
+  });
+
   it('a change that closes the merchant now tells the workbench at once', async () => {
     const m = await f.merchant();
     const admin = await f.agent(m, { level: 'admin' });
@@ -191,6 +218,45 @@ describe('business hours: the open/close event at the boundary', () => {
       await new Promise((r) => setTimeout(r, 300));
       expect(rec.of('business_hours.changed', visitor.channel).map((e) => e.data)).toEqual([
         { group_id: group?.id, open: true, next_open_at: null, timezone: 'UTC' },
+      ]);
+    } finally {
+      rec.stop();
+      await one.stop();
+    }
+  });
+
+  it("a visitor whose conversation is in another group gets that group's boundaries, not the default's", async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const [inSales, elsewhere] = [await f.visitor(m), await f.visitor(m)];
+    const sales = `g_sales_${m.merchantId}`;
+    await deps.db.insert(agentGroups).values({ id: sales, merchantId: m.merchantId, name: 'Sales' });
+    const boundary = Math.ceil((Date.now() + 2 * MIN) / MIN) * MIN;
+    const shift = boundary - 1500 - Date.now();
+    const clock: Deps = { ...deps, now: () => Date.now() + shift };
+    // The merchant and Sales both open at the boundary, each by its own calendar.
+    await updateBusinessHours(clock, admin, { timezone: 'UTC', weekly: daily(boundary, 5) });
+    await updateBusinessHours(clock, admin, { groupId: sales, timezone: 'UTC', weekly: daily(boundary, 10) });
+    // One visitor's conversation waits in Sales (closed now: a message left); the other has none.
+    expect((await assignAgent(clock, inSales, { groupId: sales })).messageLeft?.reason).toBe('closed');
+    const rec = recordEvents(deps, [inSales.channel, elsewhere.channel]);
+    await rec.ready;
+    const local = () => [
+      { channel: inSales.channel, merchantId: m.merchantId },
+      { channel: elsewhere.channel, merchantId: m.merchantId },
+    ];
+    const one = createHoursScheduler(clock, { localVisitorChannels: local, reloadMs: 60_000 });
+    await one.reload();
+    one.start();
+    try {
+      await eventually(() => rec.of('business_hours.changed', inSales.channel).length === 1, 'Sales’ event');
+      await eventually(() => rec.of('business_hours.changed', elsewhere.channel).length === 1, 'the merchant’s event');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(rec.of('business_hours.changed', inSales.channel).map((e) => e.data)).toEqual([
+        { group_id: sales, open: true, next_open_at: null, timezone: 'UTC' },
+      ]);
+      expect(rec.of('business_hours.changed', elsewhere.channel).map((e) => e.data)).toEqual([
+        { group_id: null, open: true, next_open_at: null, timezone: 'UTC' },
       ]);
     } finally {
       rec.stop();

@@ -1,5 +1,12 @@
-import { and, eq, isNotNull } from 'drizzle-orm';
-import { agentGroups, agents, type BusinessHoursCalendar, merchants } from '../../db/schema.js';
+import { and, eq, inArray, isNotNull, ne } from 'drizzle-orm';
+import {
+  agentGroups,
+  agents,
+  type BusinessHoursCalendar,
+  conversations,
+  merchants,
+  visitors,
+} from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { agentChannel, globalChannel, publishQuietly } from '../events.js';
 import { businessHoursAt, nextChangeAt } from './business-hours.js';
@@ -41,8 +48,8 @@ interface Entry {
   merchantId: string;
   bid: string;
   groupId: string | null;
-  /** Whether the merchant's visitors follow this calendar (the default group's own, else the merchant's). */
-  visitors: boolean;
+  /** The merchant's default group (a visitor without an open conversation follows it). */
+  defaultGroupId: string | null;
   calendar: BusinessHoursCalendar;
   json: string;
   /** Unix ms of the next boundary, null when none within the horizon. */
@@ -61,7 +68,7 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
   let work: Promise<unknown> = Promise.resolve();
 
   async function load(): Promise<Entry[]> {
-    const [ms, gs] = await Promise.all([
+    const [ms, gs, defaults] = await Promise.all([
       deps.db
         .select({ id: merchants.id, bid: merchants.bid, hours: merchants.businessHours })
         .from(merchants)
@@ -72,30 +79,27 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
           merchantId: agentGroups.merchantId,
           bid: merchants.bid,
           hours: agentGroups.businessHours,
-          isDefault: agentGroups.isDefault,
         })
         .from(agentGroups)
         .innerJoin(merchants, eq(merchants.id, agentGroups.merchantId))
         .where(isNotNull(agentGroups.businessHours)),
+      deps.db
+        .select({ id: agentGroups.id, merchantId: agentGroups.merchantId })
+        .from(agentGroups)
+        .where(eq(agentGroups.isDefault, true)),
     ]);
     const now = deps.now();
-    const ownDefault = new Set(gs.filter((g) => g.isDefault).map((g) => g.merchantId));
-    const make = (
-      merchantId: string,
-      bid: string,
-      groupId: string | null,
-      calendar: BusinessHoursCalendar,
-      visitors: boolean,
-    ): Entry => {
+    const defaultOf = new Map(defaults.map((g) => [g.merchantId, g.id]));
+    const make = (merchantId: string, bid: string, groupId: string | null, calendar: BusinessHoursCalendar): Entry => {
       const json = JSON.stringify(calendar);
       const old = entries.get(`${merchantId}/${groupId ?? ''}`);
       // An unchanged calendar keeps its pending boundary (it may be due right now).
       const next = old && old.json === json ? old.next : nextChangeAt(calendar, now);
-      return { merchantId, bid, groupId, visitors, calendar, json, next };
+      return { merchantId, bid, groupId, defaultGroupId: defaultOf.get(merchantId) ?? null, calendar, json, next };
     };
     return [
-      ...ms.flatMap((m) => (m.hours ? [make(m.id, m.bid, null, m.hours, !ownDefault.has(m.id))] : [])),
-      ...gs.flatMap((g) => (g.hours ? [make(g.merchantId, g.bid, g.id, g.hours, g.isDefault)] : [])),
+      ...ms.flatMap((m) => (m.hours ? [make(m.id, m.bid, null, m.hours)] : [])),
+      ...gs.flatMap((g) => (g.hours ? [make(g.merchantId, g.bid, g.id, g.hours)] : [])),
     ];
   }
 
@@ -149,13 +153,42 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
         );
       for (const a of staff) await publishQuietly(deps, agentChannel(a.id), 'business_hours.changed', state);
     }
-    // Visitors follow the default group's own calendar, else the merchant's (docs/availability.md).
-    if (!e.visitors) return;
-    for (const local of opts.localVisitorChannels?.() ?? []) {
-      if (local.merchantId !== e.merchantId) continue;
+    // A visitor follows its group's own calendar, else the merchant's; its group is that of its open
+    // conversation, else the default group (docs/availability.md).
+    const locals = [...(opts.localVisitorChannels?.() ?? [])].filter((l) => l.merchantId === e.merchantId);
+    if (locals.length === 0) return;
+    const groupOf = await openConversationGroups(
+      e.merchantId,
+      locals.map((l) => l.channel),
+    );
+    for (const local of locals) {
+      const group = groupOf.has(local.channel) ? (groupOf.get(local.channel) ?? e.defaultGroupId) : e.defaultGroupId;
+      const follows = group && entries.has(`${e.merchantId}/${group}`) ? group : null;
+      if (follows !== e.groupId) continue;
       if (await deps.kv.setIfAbsent(`business-hours:${local.channel}:${boundary}`, '1', DEDUPE_TTL_SECONDS))
         await publishQuietly(deps, local.channel, 'business_hours.changed', state);
     }
+  }
+
+  /** The group of each of these visitor channels' open conversation (null: no group), when it has one. */
+  async function openConversationGroups(merchantId: string, channels: string[]) {
+    const groups = new Map<string, string | null>();
+    // In slices: a statement's parameters are bounded.
+    for (let i = 0; i < channels.length; i += 5000) {
+      const rows = await deps.db
+        .select({ channel: visitors.channel, groupId: conversations.groupId })
+        .from(conversations)
+        .innerJoin(visitors, eq(visitors.id, conversations.visitorId))
+        .where(
+          and(
+            eq(conversations.merchantId, merchantId),
+            ne(conversations.state, 'closed'),
+            inArray(visitors.channel, channels.slice(i, i + 5000)),
+          ),
+        );
+      for (const r of rows) groups.set(r.channel, r.groupId);
+    }
+    return groups;
   }
 
   return {
