@@ -96,6 +96,8 @@ describe('messages left: nobody online', () => {
     await drainQueue(deps, m.merchantId);
     const [taken] = await deps.db.select().from(conversations).where(eq(conversations.id, assigned.conversationId));
     expect([taken?.state, taken?.agentId]).toEqual(['active', agent.agentId]);
+    // Taken, it is no longer a message left (a later re-queue would be an ordinary wait).
+    expect([taken?.leftAt, taken?.leftReason]).toEqual([null, null]);
     await sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a1', content: 'Shipped today.' });
     const history = await listMessages(deps, visitor, {});
     expect(history.messages.filter((x) => x.senderType !== 'system').map((x) => [x.senderType, x.content])).toEqual([

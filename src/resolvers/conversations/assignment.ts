@@ -45,7 +45,15 @@ export async function assignInTx(
   const c = ctx.conversation;
   const [updated] = await tx
     .update(conversations)
-    .set({ state: 'active', agentId: agent.id, version: c.version + 1, assignedAt: new Date(now) })
+    // Taken by an agent, it is no longer a message left (a later re-queue is an ordinary wait).
+    .set({
+      state: 'active',
+      agentId: agent.id,
+      version: c.version + 1,
+      assignedAt: new Date(now),
+      leftAt: null,
+      leftReason: null,
+    })
     .where(and(eq(conversations.id, c.id), eq(conversations.state, 'queued'), eq(conversations.version, c.version)))
     .returning();
   if (!updated) return false;
@@ -85,7 +93,7 @@ export async function assignMany(
     await tx.execute(sql`
       update conversations c
       set state = 'active', agent_id = v.agent_id, version = c.version + 1, assigned_at = ${new Date(now).toISOString()}::timestamptz,
-          last_seq = c.last_seq + 1, timestamp = ${Math.floor(now / 1000)},
+          last_seq = c.last_seq + 1, timestamp = ${Math.floor(now / 1000)}, left_at = null, left_reason = null,
           items = jsonb_build_array(v.item || jsonb_build_object('seq', c.last_seq + 1))
       from (values ${sql.join(items, sql`, `)}) as v(id, agent_id, version, item)
       where c.id = v.id and c.state = 'queued' and c.version = v.version
@@ -113,6 +121,8 @@ export async function assignMany(
       lastSeq: Number(row.last_seq),
       assignedAt: new Date(now),
       timestamp: Math.floor(now / 1000),
+      leftAt: null,
+      leftReason: null,
     };
   }
   const stored = await tx
