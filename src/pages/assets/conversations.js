@@ -76,18 +76,21 @@ export function conversationRow(c, openId) {
 }
 
 /**
- * One row of the queue: the visitor, its position, when it arrived, and a Claim button.
+ * One row of the queue: the visitor, its position, when it arrived, and a Claim button;
+ * "Re-queued" when its agent went offline.
  * @param {QueuedConversation} c
+ * @param {boolean} [requeued]
  */
-export function queueRow(c) {
+export function queueRow(c, requeued = false) {
   return el(
     'li',
-    { className: 'queued-conversation', 'data-uid': c.visitor_id },
+    { className: 'queued-conversation', 'data-uid': c.visitor_id, 'data-requeued': requeued ? 'true' : undefined },
     el(
       'button',
       { type: 'button', className: 'conversation-open', 'data-open': c.visitor_id },
       el('bdi', { className: 'conversation-name', text: c.visitor_name }),
       el('span', { className: 'badge queued', text: `#${c.queue_position ?? '?'}` }),
+      requeued ? el('span', { className: 'badge requeued', text: 'Re-queued' }) : null,
       c.created_at ? relativeTimeElement(c.created_at, { class: 'conversation-time' }) : null,
     ),
     el(

@@ -24,7 +24,8 @@ import { pickLanguage, translator } from '/assets/widget-i18n.js';
  * @typedef {import('/assets/chat.js').Message} Message
  * @typedef {import('/assets/chat.js').MessagePage} MessagePage
  * @typedef {{ agent_id: string, nickname: string, avatar: string }} AgentBrief
- * @typedef {{ id?: string, state: 'none' | 'queued' | 'active' | 'closed', agent?: AgentBrief | null, position?: number | null }} Conversation
+ * @typedef {{ id?: string, state: 'none' | 'queued' | 'active' | 'closed', agent?: AgentBrief | null, position?: number | null, requeued?: boolean }} Conversation
+ * @typedef {{ open: boolean, next_open_at: number | null, timezone?: string }} BusinessHours
  * @typedef {{ event: string, position: string, channel: string, data: any, at: string }} ChannelEvent
  */
 
@@ -51,6 +52,7 @@ const closeButton = byId('close-chat', HTMLButtonElement);
 const announcer = byId('announcer');
 const soundToggle = byId('sound-toggle', HTMLButtonElement);
 const leftNotice = byId('message-left');
+const hoursNotice = byId('business-hours');
 
 document.documentElement.lang = lang;
 // The merchant's colour (the snippet's data-color) for the panel's head and buttons: a CSS colour or nothing.
@@ -212,6 +214,19 @@ function configure({ visitor, setting: s }) {
   main.dataset.visitorId = visitor.uid;
   files.configure(s);
   soundToggle.hidden = s.sound !== 'on';
+  showBusinessHours(s.business_hours);
+}
+
+/**
+ * Whether the merchant (the visitor's group) is open now, from the bootstrap and then from
+ * `business_hours.changed` on the visitor's channel: closed, the panel says so and when it opens.
+ * @param {BusinessHours | undefined} hours
+ */
+function showBusinessHours(hours) {
+  hoursNotice.dataset.open = String(hours?.open !== false);
+  if (!hours || hours.open !== false) return say(hoursNotice, '');
+  const when = hours.next_open_at ? t('hoursOpensAt', { time: dateTimeFormat.format(hours.next_open_at * 1000) }) : '';
+  say(hoursNotice, t('hoursClosed', { when }));
 }
 
 // ---- the alert sound ----------------------------------------------------------------------------
@@ -260,14 +275,17 @@ function alertSound() {
 /** Shows where the conversation stands: queued with its position, the agent, or closed. */
 function showConversation(/** @type {Partial<Conversation>} */ next) {
   conversation = { ...conversation, ...next };
-  const { state, agent, position } = conversation;
+  if (conversation.state !== 'queued') conversation.requeued = false;
+  const { state, agent, position, requeued } = conversation;
   if (agent) labels.agent = agent.nickname;
   chatState.dataset.state = state;
+  chatState.dataset.position = state === 'queued' && position ? String(position) : '';
+  chatState.dataset.requeued = String(Boolean(requeued));
   chatState.textContent =
     state === 'queued'
       ? position
-        ? t('queuedAt', { n: position })
-        : t('queued')
+        ? t(requeued ? 'requeuedAt' : 'queuedAt', { n: position })
+        : t(requeued ? 'requeued' : 'queued')
       : state === 'active'
         ? t('chattingWith', { name: agent?.nickname ?? t('agent') })
         : state === 'closed'
@@ -381,8 +399,19 @@ function handle(event) {
       if (data.sender_type === 'agent') typing.show(labels.agent, data.typing === true);
       break;
     case EVENTS['conversation.requeued']:
+      // Its agent went offline: back at the front of the queue (`conversation.queued` brings the position).
+      showConversation({ id: data.conversation_id, state: 'queued', agent: null, position: null, requeued: true });
+      break;
     case EVENTS['conversation.queued']:
       showConversation({ id: data.conversation_id, state: 'queued', agent: null, position: data.queue_position });
+      break;
+    case EVENTS['conversation.queue_position']:
+      // The place moved while waiting; a late push for a conversation no longer waiting changes nothing.
+      if (conversation.state === 'queued' && conversation.id === data.conversation_id)
+        showConversation({ position: data.queue_position });
+      break;
+    case EVENTS['business_hours.changed']:
+      showBusinessHours(data);
       break;
     case EVENTS['conversation.message_left']:
       showConversation({ id: data.conversation_id, state: 'queued', agent: null });

@@ -8,6 +8,7 @@ import { describeSince, developerToggle, eventFeed, showConnection } from '/asse
 import { historyPager } from '/assets/history.js';
 import { openChannels } from '/assets/realtime.js';
 import { announceIn, keepRelativeTimesCurrent, truncate } from '/assets/text.js';
+import { businessHoursLine, messagesLeftList, requeueNotices } from '/assets/workbench-availability.js';
 import { renderMerchantPanel, renderTransferTargets as renderTargets } from '/assets/workbench-panels.js';
 import { replyArea } from '/assets/workbench-reply.js';
 
@@ -69,6 +70,10 @@ const log = messageLog(byId('messages'), {
 // The reply box, its Note button and file uploads (workbench-reply.js), on the open conversation.
 const reply = replyArea({ log, visitorId: () => open?.visitorId, showError: (msg) => say(chatError, msg) });
 const typing = typingIndicator(byId('typing'));
+// Availability (workbench-availability.js): business hours, messages left, re-queued conversations.
+const hours = businessHoursLine(byId('business-hours'));
+const messagesLeft = messagesLeftList({ list: byId('left-list'), empty: byId('left-empty') });
+const requeued = requeueNotices(byId('requeued'));
 // The open conversation's history: newest page, "Earlier messages" (`before`), seq gaps (`after`).
 const messageHistory = historyPager({ log, fetchPage: listMessages, older: loadOlder });
 // The desk tools (desk.js): canned responses in the reply box, the conversation's labels, notes.
@@ -121,7 +126,7 @@ async function load() {
   say(loadError, '');
   workbench = body.data;
   render(workbench);
-  await loadQueue();
+  await Promise.all([loadQueue(), messagesLeft.load(), hours.load()]);
   showOpenChat();
   main.setAttribute('aria-busy', 'false');
   if (!channels) connect(workbench);
@@ -134,8 +139,9 @@ async function loadQueue() {
   /** @type {QueuedConversation[]} */
   const list = body.data.list;
   queue = new Map(list.map((c) => [c.visitor_id, c]));
+  requeued.keepOnly(new Set(queue.keys()));
   byId('queue-empty').hidden = list.length > 0;
-  byId('queue-list').replaceChildren(...list.map(queueRow));
+  byId('queue-list').replaceChildren(...list.map((c) => queueRow(c, requeued.has(c.visitor_id))));
 }
 
 /** Reloads the bootstrap once for a burst of events that change it. */
@@ -199,6 +205,12 @@ byId('main').addEventListener('click', (event) => {
   const target = /** @type {HTMLElement} */ (event.target);
   const claim = target.closest('[data-claim]');
   if (claim instanceof HTMLElement && claim.dataset.claim) return void claimChat(claim.dataset.claim);
+  // A message left: take it and open it, the reply box ready.
+  const answer = target.closest('[data-answer]');
+  if (answer instanceof HTMLElement && answer.dataset.answer)
+    return void claimChat(answer.dataset.answer).then(() => {
+      if (!input.disabled) input.focus();
+    });
   const opener = target.closest('[data-open]');
   if (opener instanceof HTMLElement && opener.dataset.open)
     void openChat(opener.dataset.open).then(() => {
@@ -415,6 +427,12 @@ function handle(/** @type {ChannelEvent} */ event) {
   if (event.event === EVENTS['conversation.closed'] && open && open.visitorId === data.visitor_id) {
     open = { ...open, state: 'closed' };
     typing.show(labels.visitor, false);
+  }
+  if (event.event === EVENTS['business_hours.changed']) hours.changed(data);
+  if (event.event === EVENTS['conversation.requeued'] && typeof data.visitor_id === 'string') {
+    const who = nameOf(data.visitor_id);
+    const agent = agentsOnline.get(data.from_agent_id)?.nickname ?? 'its agent';
+    announceIn(announcer, requeued.add(data, who === data.visitor_id ? 'A visitor' : who, agent));
   }
   if (event.event === EVENTS['agent.login']) {
     agentsOnline.set(data.agent_id, {
