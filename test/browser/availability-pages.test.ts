@@ -1,18 +1,19 @@
 import { eq } from 'drizzle-orm';
 import type { Browser, Frame, Page } from 'playwright-core';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { agents, merchants } from '../../src/db/schema.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
-  launchChromium,
   openTab,
   openWorkbenchLoggedIn,
   screenshot,
+  useBrowserApp,
+  waitUntilLive,
 } from '../support/browser.js';
 import { HttpClient, visitorToken } from '../support/clients.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 
 /**
  * Issue 31, "Done when": the visitor page and the workbench show business hours, messages left,
@@ -28,15 +29,16 @@ const hhmm = (ms: number) => new Date(ms).toISOString().slice(11, 16);
 let t: TestApp;
 let browser: Browser;
 const tabs: BrowserTab[] = [];
-beforeAll(async () => {
-  // A 1 s presence grace: an agent whose workbench closes goes offline (and its conversations
-  // are re-queued) a second later.
-  [t, browser] = await Promise.all([startTestApp({ env: { PRESENCE_GRACE_SECONDS: '1' } }), launchChromium()]);
-});
-afterAll(async () => {
-  for (const tab of tabs) await tab.close().catch(() => {});
-  await browser?.close();
-  await t?.stop();
+// A 1 s presence grace: an agent whose workbench closes goes offline (and its conversations are
+// re-queued) a second later.
+useBrowserApp(
+  (made) => {
+    ({ t, browser } = made);
+  },
+  { env: { PRESENCE_GRACE_SECONDS: '1' } },
+);
+afterEach(async () => {
+  for (const made of tabs.splice(0)) await made.close().catch(() => {});
 });
 
 async function tab() {
@@ -52,14 +54,14 @@ async function openWidget(page: Page): Promise<Frame> {
   const frame = await (await page.locator('parley-widget iframe').elementHandle())?.contentFrame();
   if (!frame) throw new Error('no panel frame');
   await frame.locator('#main[data-visitor-id]').waitFor({ state: 'attached', timeout: 15_000 });
-  await frame.waitForSelector('#connection-status[data-state="live"]', { state: 'attached', timeout: 15_000 });
+  await waitUntilLive(frame);
   return frame;
 }
 
 async function workbench(username: string) {
   const made = await tab();
   await openWorkbenchLoggedIn(made.page, t, username);
-  await made.page.waitForSelector('#connection-status[data-state="live"]', { timeout: 15_000 });
+  await waitUntilLive(made.page);
   await made.page.waitForSelector('#main[aria-busy="false"]');
   return made;
 }
