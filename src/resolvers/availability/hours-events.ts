@@ -157,10 +157,14 @@ export function createHoursScheduler(deps: Deps, opts: HoursSchedulerOptions = {
     // conversation, else the default group (docs/availability.md).
     const locals = [...(opts.localVisitorChannels?.() ?? [])].filter((l) => l.merchantId === e.merchantId);
     if (locals.length === 0) return;
-    const groupOf = await openConversationGroups(
-      e.merchantId,
-      locals.map((l) => l.channel),
-    );
+    // Without a group calendar every visitor follows the merchant's: no statement on the event's path.
+    const groupCalendars = [...entries.values()].some((x) => x.merchantId === e.merchantId && x.groupId !== null);
+    const groupOf = groupCalendars
+      ? await openConversationGroups(
+          e.merchantId,
+          locals.map((l) => l.channel),
+        )
+      : new Map<string, string | null>();
     for (const local of locals) {
       const group = groupOf.has(local.channel) ? (groupOf.get(local.channel) ?? e.defaultGroupId) : e.defaultGroupId;
       const follows = group && entries.has(`${e.merchantId}/${group}`) ? group : null;
