@@ -389,6 +389,7 @@ export const eventCatalog = {
     toWire: (d: { note: NoteView }) => ({ note: toNoteWire(d.note) }),
   }),
   'conversation.message_left': declare({
+    webhook: 1,
     audiences: ['global', 'visitor'],
     description:
       'Nobody could answer (`reason` `closed`: out of business hours; `no_agent`: no agent of the group online): the conversation is kept as a message left for agents to take from `messagesLeft`; the visitor gets the `notice` it is shown. Webhook-deliverable.',
@@ -558,6 +559,7 @@ export type WebhookEventName =
   | 'conversation.closed'
   | 'conversation.rated'
   | 'conversation.handed_off'
+  | 'conversation.message_left'
   | 'visitor.created'
   | 'webhook.test';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { conversations, merchants } from '../../src/db/schema.js';
+import { conversations, merchants, webhookDeliveries, webhookEndpoints } from '../../src/db/schema.js';
 import { prepareUpload, uploaderOf } from '../../src/resolvers/attachments/policy.js';
 import { receiveUpload } from '../../src/resolvers/attachments/upload.js';
 import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
@@ -20,7 +20,7 @@ import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
 import { createObjectStorage } from '../../src/stores/storage/index.js';
-import { codeOf, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
+import { codeOf, eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /** When nobody can answer, nothing is refused: the conversation is kept as a message left (docs/availability.md). */
 
@@ -39,9 +39,31 @@ describe('messages left: nobody online', () => {
     const visitor = await f.visitor(m);
     const rec = recordEvents(deps, [globalChannel(m.bid), visitor.channel]);
     await rec.ready;
+    // The merchant's systems too: an endpoint subscribed to messages left gets a delivery.
+    await deps.db.insert(webhookEndpoints).values({
+      id: `whep_${m.merchantId}`,
+      merchantId: m.merchantId,
+      url: 'https://hooks.example.com/parley',
+      events: ['conversation.message_left'],
+      secret: 'whsec_test',
+      createdAt: new Date(),
+    });
 
     const assigned = await assignAgent(deps, visitor);
     expect(assigned.state).toBe('queued');
+    await eventually(async () => {
+      const rows = await deps.db
+        .select({ event: webhookDeliveries.event, body: webhookDeliveries.body })
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.endpointId, `whep_${m.merchantId}`));
+      return rows.length === 1 && rows[0]?.event === 'conversation.message_left' && rows[0].body;
+    }, 'the webhook delivery of the message left').then((body) =>
+      expect(JSON.parse(String(body))).toMatchObject({
+        type: 'conversation.message_left',
+        version: 1,
+        data: { conversation_id: assigned.conversationId, visitor_id: visitor.visitorId, reason: 'no_agent' },
+      }),
+    );
     expect(assigned.messageLeft).toMatchObject({
       reason: 'no_agent',
       nextOpenAt: null,

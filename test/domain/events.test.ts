@@ -301,6 +301,7 @@ describe('the event catalog', () => {
       'conversation.closed',
       'conversation.created',
       'conversation.handed_off',
+      'conversation.message_left',
       'conversation.rated',
       'conversation.transferred',
       'message.created',

@@ -8,6 +8,7 @@ import { openConversation } from '../chat-rows.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
+import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
 import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireAdmin, requireOnlineReception, TICKET_AGENT, type VisitorViewer } from '../viewer.js';
 import { businessHoursAt } from './business-hours.js';
@@ -18,7 +19,7 @@ import { calendarsOf } from './calendars.js';
  * a visitor still writes, and nothing is refused. Its conversation is stored as a message left:
  * it stays open (queued) with its messages and attachments, the visitor is told plainly what
  * happens next (the assign answer and the event carry the notice), the merchant is notified
- * (`conversation.message_left` on `global-{bid}`), and agents find it in `messagesLeft`, oldest
+ * (`conversation.message_left` on `global-{bid}` and to its webhook endpoints), and agents find it in `messagesLeft`, oldest
  * first, to take it (claim) and answer; routing gives it to the first agent of its group that
  * comes online while the group is open. The idle close leaves it be while it waits.
  */
@@ -110,6 +111,8 @@ export async function leaveMessage(
     const key = visitorKey(ctx.conversation.visitorId);
     await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.message_left', data);
     await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.message_left', data);
+    // The merchant's systems are told too (docs/integration.md "Webhooks").
+    await enqueueWebhookEvent(tx, key, merchantId, updated.id, 'conversation.message_left', data, now);
     return true;
   });
   if (!done) return undefined;
