@@ -47,7 +47,7 @@ export function frontDoor(
     opts.routes.map((r) => [`${r.method} ${r.path}`, { route: r, layers: [...opts.layers, ...r.layers] }]),
   );
   const { fail } = opts;
-  return (req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     const entry = byKey.get(`${req.method} ${req.url}`);
     if (!entry?.route.accepts(req)) {
       app(req, res);
@@ -83,6 +83,9 @@ export function frontDoor(
     };
     next();
   };
+  // The server's request listener stands for the app: whoever lists the served routes by walking
+  // express's stack from it (test/api/fuzz.test.ts, openapi.test.ts) still finds them.
+  return Object.defineProperty(handle, 'router', { get: () => (app as unknown as { router: unknown }).router });
 }
 
 /** A request without a body or a credential: what a front GET takes. */
