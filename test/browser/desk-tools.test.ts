@@ -2,7 +2,10 @@ import { eq } from 'drizzle-orm';
 import type { Browser, Page } from 'playwright-core';
 import { expect, it } from 'vitest';
 import { agents } from '../../src/db/schema.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { createCannedResponse } from '../../src/resolvers/desk/canned.js';
+import { sendMessage } from '../../src/resolvers/messages.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
@@ -18,7 +21,8 @@ import type { TestApp } from '../support/test-app.js';
 
 /**
  * The desk tools in the workbench, in Chromium (docs/desk.md "Desk tools"): an agent inserts a
- * canned response by typing `/shortcut`, labels the conversation, and writes an internal note
+ * canned response by typing `/shortcut`, labels the conversation (and filters the conversation
+ * list by that label), and writes an internal note
  * that shows in its place in the history, marked — and never on the visitor's page.
  */
 
@@ -41,7 +45,7 @@ describeInBrowser('the workbench’s desk tools', () => {
   );
 
   it(
-    '/shortcut inserts a canned response; a label goes on and off; a note shows in its place, marked, and never reaches the visitor',
+    '/shortcut inserts a canned response; a label goes on and off and filters the list; a note shows in its place, marked, and never reaches the visitor',
     async () => {
       // The demo merchant's admin ada keeps a merchant-wide response; alice uses it.
       const f = factories(t.app.deps);
@@ -94,6 +98,28 @@ describeInBrowser('the workbench’s desk tools', () => {
       await poll(() => agent.locator('#label-list .label-chip').count()).toBe(0);
       await agent.locator('#label-select').selectOption({ label: 'Shipping <i>' });
       await chip.waitFor();
+
+      // The list filters by label: of alice's two conversations only the labelled one shows, also
+      // when an event redraws the list; All shows both again.
+      const other = await f.visitor(
+        { merchantId: 'm_demo', bid: 'demo', appkey: 'demo-appkey' },
+        { nickname: 'Unlabelled visitor' },
+      );
+      await assignAgent(t.app.deps, other, { agentId: 'a_alice' });
+      const row = (v: string) => agent.locator(`#conversation-list li[data-uid="${v}"]`);
+      await row(other.visitorId).waitFor();
+      const filter = agent.getByRole('combobox', { name: 'Label', exact: true });
+      await filter.selectOption({ label: 'Shipping <i>' });
+      await poll(() => row(other.visitorId).isHidden()).toBe(true);
+      expect(await row(uid).isVisible()).toBe(true);
+      await sendMessage(t.app.deps, other, { clientMsgId: 'unlabelled-1', content: 'Anyone there?' });
+      await poll(() => row(other.visitorId).getAttribute('data-unread')).toBe('1');
+      expect(await row(other.visitorId).isHidden()).toBe(true);
+      expect(await row(uid).isVisible()).toBe(true);
+      await filter.selectOption({ label: 'All' });
+      await poll(() => row(other.visitorId).isVisible()).toBe(true);
+      expect(await row(uid).isVisible()).toBe(true);
+      await closeConversation(t.app.deps, other);
 
       // A note: written with the Note button, shown after the last message, marked; the visitor never sees it.
       const lastSeq = Number(await agent.locator('#messages li[data-seq]').last().getAttribute('data-seq'));

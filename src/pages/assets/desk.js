@@ -142,9 +142,10 @@ export function cannedPicker(input, picker, { onError }) {
  * The open conversation's labels: chips with a remove button, a select of the merchant's other
  * labels to add, and a field to create one (and put it on).
  * @param {{ bar: HTMLElement, list: HTMLElement, select: HTMLSelectElement, name: HTMLInputElement,
- *   create: HTMLButtonElement, onError: ShowError }} nodes
+ *   create: HTMLButtonElement, onError: ShowError, onChange?: () => void }} nodes `onChange`: after
+ *   a label went on or off
  */
-export function labelBar({ bar, list, select, name, create, onError }) {
+export function labelBar({ bar, list, select, name, create, onError, onChange }) {
   /** @type {string | undefined} */
   let visitorId;
 
@@ -190,6 +191,7 @@ export function labelBar({ bar, list, select, name, create, onError }) {
     });
     if (body.code !== 0) onError(body.msg);
     await refresh();
+    onChange?.();
   }
 
   select.addEventListener('change', () => {
@@ -216,6 +218,77 @@ export function labelBar({ bar, list, select, name, create, onError }) {
       if (uid) void refresh();
     },
   };
+}
+
+/**
+ * The conversation list's label filter: a select of the merchant's labels, "All" by default.
+ * With a label chosen, only the rows of the agent's conversations carrying it are shown. The
+ * server says which (`GET /agent/chat/list?scope=mine&label_id=`, every page), asked again at
+ * each `update()` (the workbench calls it whenever the list is redrawn and a label goes on or
+ * off), so live events cannot show a row the label does not cover.
+ * @param {{ select: HTMLSelectElement, list: HTMLElement, none: HTMLElement }} nodes `none`: the
+ *   hint shown when no row carries the label
+ */
+export function labelFilter({ select, list, none }) {
+  /** @type {{ labelId: string, uids: Set<string> } | undefined} the last answer for a label */
+  let carrying;
+  let asked = 0;
+
+  /** Hides the rows the chosen label does not cover (nothing until its answer came). */
+  function apply() {
+    const known = select.value && carrying?.labelId === select.value ? carrying.uids : undefined;
+    let shown = 0;
+    const rows = list.querySelectorAll('li[data-uid]');
+    for (const row of rows) {
+      if (!(row instanceof HTMLElement)) continue;
+      row.hidden = Boolean(known && !known.has(row.dataset.uid ?? ''));
+      if (!row.hidden) shown += 1;
+    }
+    none.hidden = !(known && rows.length > 0 && shown === 0);
+  }
+
+  /** @param {string} labelId @returns {Promise<Set<string> | undefined>} */
+  async function conversationsWith(labelId) {
+    /** @type {Set<string>} */
+    const uids = new Set();
+    let after = '';
+    do {
+      const query = new URLSearchParams({ scope: 'mine', limit: '100', label_id: labelId });
+      if (after) query.set('after', after);
+      const { body } = await callJson(`/agent/chat/list?${query}`);
+      if (body.code !== 0) return undefined;
+      for (const c of body.data.list) uids.add(c.visitor_id);
+      after = body.data.has_next_page ? body.data.end_cursor : '';
+    } while (after);
+    return uids;
+  }
+
+  async function update() {
+    apply();
+    const n = ++asked;
+    const labelId = select.value;
+    const [all, uids] = await Promise.all([
+      callJson('/agent/label/list'),
+      labelId ? conversationsWith(labelId) : undefined,
+    ]);
+    if (n !== asked) return; // a later update is on its way
+    // The merchant's labels, kept current (not while the agent is choosing one).
+    if (all.body.code === 0 && document.activeElement !== select) {
+      /** @type {Label[]} */
+      const labels = all.body.data.list;
+      select.replaceChildren(
+        el('option', { value: '', text: 'All' }),
+        ...labels.map((l) => el('option', { value: l.id, text: l.name })),
+      );
+      select.value = labels.some((l) => l.id === labelId) ? labelId : '';
+      if (select.value !== labelId) return void update(); // the chosen label is gone: All
+    }
+    if (labelId && uids) carrying = { labelId, uids };
+    apply();
+  }
+
+  select.addEventListener('change', () => void update());
+  return { update };
 }
 
 /** The internal notes of a visitor's conversations, in history order. */

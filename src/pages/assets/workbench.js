@@ -3,7 +3,7 @@ import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/
 import { messageLog, typingIndicator } from '/assets/chat.js';
 import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
 import { conversationRow, queueRow, sortConversations, unreadTotal } from '/assets/conversations.js';
-import { cannedPicker, labelBar, loadNotes } from '/assets/desk.js';
+import { cannedPicker, labelBar, labelFilter, loadNotes } from '/assets/desk.js';
 import { describeSince, developerToggle, eventFeed, showConnection } from '/assets/feed.js';
 import { historyPager } from '/assets/history.js';
 import { openChannels } from '/assets/realtime.js';
@@ -86,6 +86,13 @@ const labelsOfOpen = labelBar({
   name: byId('new-label', HTMLInputElement),
   create: byId('create-label', HTMLButtonElement),
   onError: (msg) => say(chatError, msg),
+  onChange: () => void filter.update(),
+});
+// The conversation list's label filter ("All" by default), asked again whenever the list is redrawn.
+const filter = labelFilter({
+  select: byId('label-filter', HTMLSelectElement),
+  list: byId('conversation-list'),
+  none: byId('label-filter-empty'),
 });
 byId('logout').addEventListener('click', () => {
   channels?.close();
@@ -196,6 +203,7 @@ function renderConversations(/** @type {Record<string, Chatting>} */ chatting) {
   byId('conversation-list').replaceChildren(...entries.map((c) => conversationRow(c, open?.visitorId)));
   const again = focused ? byId('conversation-list').querySelector(`[data-open="${CSS.escape(focused)}"]`) : null;
   if (again instanceof HTMLElement) again.focus();
+  void filter.update();
 }
 
 // ---- the open conversation -----------------------------------------------------------------
