@@ -141,8 +141,14 @@ export async function reconnectStorm(ctx: StormContext) {
     return true;
   };
 
-  // Everyone subscribed and has seen events 0 and 1.
+  // Everyone subscribed and has seen events 0 and 1. A socket's subscription is live once its
+  // `subscribed` event came (it sets the position): events published before that are not its.
   await openAll();
+  const deadline = Date.now() + 60_000;
+  while (tabs.some((t) => t.position === undefined)) {
+    if (Date.now() > deadline) throw new Error('storm: not every socket was subscribed within 60 s');
+    await sleep(20);
+  }
   await publishRound(0);
   await publishRound(1);
   if (!(await allGot(2, 60))) throw new Error('storm: the first events did not reach every socket');
