@@ -9,7 +9,7 @@
 export default {
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.mutation.config.ts' },
-  mutate: ['src/resolvers/**/*.ts', 'src/stores/bus.ts'],
+  mutate: ['src/resolvers/**/*.ts', 'src/stores/bus*.ts'],
   // Documentation and log text are not mutated (scripts/stryker-text-ignorer.mjs says why).
   plugins: ['@stryker-mutator/*', './scripts/stryker-text-ignorer.mjs'],
   ignorers: ['documentation-and-logs'],

@@ -6,7 +6,7 @@ import { type WebSocket, WebSocketServer } from 'ws';
 import { renderCaptcha } from '../src/auth/captcha-image.js';
 import { verifyPassword } from '../src/auth/passwords.js';
 import { businessHoursAt } from '../src/resolvers/availability/business-hours.js';
-import { redisEventBus } from '../src/stores/bus.js';
+import { redisEventBus } from '../src/stores/bus-redis.js';
 
 /**
  * The floors of the benchmarks: a raw `node:http` server doing the same work as each gateway

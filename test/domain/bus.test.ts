@@ -1,12 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type ChannelEvent,
-  type EventBus,
-  memoryEventBus,
-  redisEventBus,
-  SlowConsumerError,
-} from '../../src/stores/bus.js';
+import { type ChannelEvent, type EventBus, SlowConsumerError } from '../../src/stores/bus.js';
+import { memoryEventBus } from '../../src/stores/bus-memory.js';
+import { redisEventBus } from '../../src/stores/bus-redis.js';
 import { compareIds } from '../../src/stores/event-id.js';
 import { connectRedis, redisReady } from '../../src/stores/redis.js';
 import { hasRedisServer, type PrivateService, startPrivateRedis } from '../support/private-services.js';
