@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { type Gateway, percentile as pct, startEmbeddedGateway, visitorToken } from './lib.js';
 
 /**
@@ -11,7 +12,10 @@ import { type Gateway, percentile as pct, startEmbeddedGateway, visitorToken } f
  * same run) and then while FLOODERS visitor tokens of `demo` each send 5,000-character messages
  * as fast as CONCURRENCY loops allow (the issue's attack: 76–86 messages/s per token). Reported:
  * the other tenant's p50 and p99 against the baseline, and what the flood got (stored, refused
- * with 1429).
+ * with 1429). The flood runs in a process of its own, as an attacker's client would.
+ *
+ * `--postgres`: the gateway on DATABASE_URL and REDIS_URL (a private database: the demo seed is
+ * written there). `--profile DIR`: the gateway writes a V8 CPU profile of the run into DIR.
  */
 
 const quick = process.argv.includes('--quick');
@@ -19,6 +23,8 @@ const SAMPLES = quick ? 40 : 150;
 const FLOODERS = 3;
 const CONCURRENCY = 8;
 const base = { url: '' };
+const postgresMode = process.argv.includes('--postgres');
+const profileDir = process.argv.includes('--profile') ? process.argv[process.argv.indexOf('--profile') + 1] : undefined;
 
 const token = (appkey: string) => visitorToken(base.url, appkey);
 
@@ -55,36 +61,45 @@ const ms = (v: number) => `${v.toFixed(1)} ms`;
 async function main() {
   let gateway: Gateway | undefined;
   try {
-    gateway = await startEmbeddedGateway({
-      // Keep-alive sockets outlive the phases: a socket closed by the server just as the client
-      // reuses it is a reset, not the gateway's answer.
-      HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
-    });
+    if (postgresMode && !(process.env.DATABASE_URL && process.env.REDIS_URL))
+      throw new Error('--postgres needs DATABASE_URL and REDIS_URL');
+    gateway = await startEmbeddedGateway(
+      {
+        ...(postgresMode
+          ? { DATABASE_URL: process.env.DATABASE_URL as string, REDIS_URL: process.env.REDIS_URL as string }
+          : {}),
+        // Keep-alive sockets outlive the phases: a socket closed by the server just as the client
+        // reuses it is a reset, not the gateway's answer.
+        HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000',
+      },
+      { nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [] },
+    );
     base.url = gateway.url;
     const tenant = await Promise.all(Array.from({ length: 10 }, () => token('acme-appkey')));
     await tenantSends(tenant, 10); // warm-up: every path once, a conversation per visitor
     const baseline = await tenantSends(tenant, SAMPLES);
 
     const flooders = await Promise.all(Array.from({ length: FLOODERS }, () => token('demo-appkey')));
-    const big = 'x'.repeat(5000);
-    let stop = false;
-    const got = { stored: 0, refused: 0, other: 0 };
+    // The flood runs in a process of its own, as an attacker's client would: the other tenant's
+    // latency is then the gateway's, not this process's event loop busy with the flood's loops.
+    const flood = spawn(process.execPath, ['--import', 'tsx', 'bench/flood.ts', '--flood', base.url, ...flooders], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    let out = '';
+    flood.stdout?.on('data', (chunk) => {
+      out += chunk;
+    });
+    const floodExited = new Promise((r) => flood.once('exit', r));
     const started = performance.now();
-    const floods = flooders.flatMap((bearer) =>
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (!stop) {
-          // A flooder's connection may be reset under load: counted, and the flood goes on.
-          const answer = await send(bearer, big).catch(() => ({ code: -2 }));
-          if (answer.code === 0) got.stored++;
-          else if (answer.code === 1429) got.refused++;
-          else got.other++;
-        }
-      }),
-    );
+    while (!out.includes('flooding')) {
+      if (flood.exitCode !== null) throw new Error('the flood did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
     await new Promise((r) => setTimeout(r, 1000)); // the flood under way
     const during = await tenantSends(tenant, SAMPLES);
-    stop = true;
-    await Promise.all(floods);
+    flood.stdin?.end(); // the flood stops and prints what it got
+    await floodExited;
+    const got = JSON.parse(out.slice(out.indexOf('{'))) as { stored: number; refused: number; other: number };
     const seconds = (performance.now() - started) / 1000;
 
     const p50 = pct(baseline, 0.5);
@@ -104,4 +119,32 @@ async function main() {
   }
 }
 
-await main();
+/** The flood's process: FLOODERS tokens × CONCURRENCY loops until its standard input closes. */
+async function flood(url: string, flooders: string[]) {
+  base.url = url;
+  const big = 'x'.repeat(5000);
+  let stop = false;
+  process.stdin.on('end', () => {
+    stop = true;
+  });
+  process.stdin.resume();
+  const got = { stored: 0, refused: 0, other: 0 };
+  process.stdout.write('flooding\n');
+  await Promise.all(
+    flooders.flatMap((bearer) =>
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (!stop) {
+          // A flooder's connection may be reset under load: counted, and the flood goes on.
+          const answer = await send(bearer, big).catch(() => ({ code: -2 }));
+          if (answer.code === 0) got.stored++;
+          else if (answer.code === 1429) got.refused++;
+          else got.other++;
+        }
+      }),
+    ),
+  );
+  process.stdout.write(`${JSON.stringify(got)}\n`);
+}
+
+if (process.argv[2] === '--flood') await flood(process.argv[3] as string, process.argv.slice(4));
+else await main();

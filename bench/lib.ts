@@ -90,11 +90,11 @@ export interface Gateway {
  */
 export async function startEmbeddedGateway(
   env: Record<string, string>,
-  opts: { memoryProbe?: boolean } = {},
+  opts: { memoryProbe?: boolean /** e.g. `--cpu-prof` */; nodeArgs?: string[] } = {},
 ): Promise<Gateway> {
   const port = await freePort();
   const probe = opts.memoryProbe ? ['--import', './bench/memory-probe.mjs'] : [];
-  const child = spawn(process.execPath, [...probe, '--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...probe, '--import', 'tsx', 'src/main.ts'], {
     env: {
       ...process.env,
       NODE_ENV: 'test',

@@ -182,6 +182,9 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   // Row 9's conversations are all one merchant's: its sends in flight per instance (a fairness
   // cap between merchants, 4 by default) would measure the cap, not the path.
   CHAT_MERCHANT_SENDS_IN_FLIGHT: '1000',
+  // A saturated instance refuses a merchant over an equal share of the sends first: the bench
+  // saturates it on purpose (the flood row measures that rule with the defaults).
+  CHAT_FAIR_SHARE_LOOP_DELAY_MS: '60000',
   // Thousands of upgrades at once on one pinned core wait longer than a browser's would for
   // their headers to be read: the defaults would answer the last ones 408.
   HTTP_HEADERS_TIMEOUT_MS: '120000',

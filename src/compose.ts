@@ -6,7 +6,8 @@ import type { Deps } from './deps.js';
 import type { Logger } from './log.js';
 import { createMetrics } from './observability/metrics.js';
 import { createImagePool } from './resolvers/attachments/images.js';
-import { createSendPool } from './resolvers/budgets/chat.js';
+import { createSendGate } from './resolvers/budgets/chat.js';
+import { eventLoopLoad } from './resolvers/budgets/fair-share.js';
 import { createMerchantConfigCache, type MerchantConfigCache } from './resolvers/merchant-config.js';
 import { createRealtimeService, type RealtimeService } from './resolvers/realtime.js';
 import { memoryEventBus } from './stores/bus-memory.js';
@@ -53,6 +54,7 @@ export async function buildDeps(
       })
     : memoryEventBus({ historySize: config.channelHistorySize, onHistoryRead });
   const storage = await createObjectStorage(config.attachments);
+  const sendLoad = eventLoopLoad(config.chatLimits.fairShareLoopDelayMs);
   const deps: Deps & { close(): Promise<void> } = {
     config,
     database,
@@ -73,10 +75,11 @@ export async function buildDeps(
     now: Date.now,
     storage,
     imageWork: createImagePool(config.attachments),
-    chatSends: createSendPool(config.chatLimits),
+    chatSends: createSendGate(config.chatLimits, sendLoad),
     realtime: undefined as unknown as RealtimeService, // set below: the service reads these deps
     configCache: undefined as unknown as MerchantConfigCache, // set below, likewise
     async close() {
+      sendLoad.stop();
       await deps.realtime.stop();
       await deps.configCache.stop();
       await deps.storage.close();

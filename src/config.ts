@@ -57,10 +57,19 @@ export interface Config {
     merchantSendsInFlight: number;
     /** Visitor sends of one merchant waiting for one of those slots; past it refused at once. */
     merchantSendsQueued: number;
+    /**
+     * The instance is busy when its event loop runs this late on average (≈ 0.5 s): then a
+     * merchant over an equal share of the recent visitor sends is refused first (0: always).
+     */
+    fairShareLoopDelayMs: number;
     /** Contact details a visitor may leave per hour (`leaveContactDetails`). */
     contactDetailsPerHour: number;
     /** Contact details one merchant's visitors may leave per minute, all together. */
     merchantContactDetailsPerMinute: number;
+    /** Requests for a human a visitor may make per hour (`requestHuman`, `/visitor/chat/human`). */
+    humanRequestsPerHour: number;
+    /** Requests for a human one merchant's visitors may make per minute, all together. */
+    merchantHumanRequestsPerMinute: number;
   };
   logLevel: string;
   presenceGraceSeconds: number;
@@ -201,8 +210,11 @@ const envSchema = z.object({
   CHAT_CONVERSATIONS_PER_HOUR: int(1, 1_000_000).default(30),
   CHAT_MERCHANT_SENDS_IN_FLIGHT: int(1, 100_000).default(4),
   CHAT_MERCHANT_SENDS_QUEUED: int(0, 1_000_000).default(16),
+  CHAT_FAIR_SHARE_LOOP_DELAY_MS: int(0, 60_000).default(20),
   CHAT_CONTACT_DETAILS_PER_HOUR: int(1, 1_000_000).default(10),
   CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE: int(1, 10_000_000).default(300),
+  CHAT_HUMAN_REQUESTS_PER_HOUR: int(1, 1_000_000).default(10),
+  CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE: int(1, 10_000_000).default(300),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
@@ -328,8 +340,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       conversationsPerHour: e.CHAT_CONVERSATIONS_PER_HOUR,
       merchantSendsInFlight: e.CHAT_MERCHANT_SENDS_IN_FLIGHT,
       merchantSendsQueued: e.CHAT_MERCHANT_SENDS_QUEUED,
+      fairShareLoopDelayMs: e.CHAT_FAIR_SHARE_LOOP_DELAY_MS,
       contactDetailsPerHour: e.CHAT_CONTACT_DETAILS_PER_HOUR,
       merchantContactDetailsPerMinute: e.CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE,
+      humanRequestsPerHour: e.CHAT_HUMAN_REQUESTS_PER_HOUR,
+      merchantHumanRequestsPerMinute: e.CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE,
     },
     logLevel: e.LOG_LEVEL,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,

@@ -5,6 +5,7 @@ import type { Database } from './db/client.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './observability/metrics.js';
 import type { WorkPool } from './resolvers/attachments/work-pool.js';
+import type { SendGate } from './resolvers/budgets/chat.js';
 import type { MerchantConfigCache } from './resolvers/merchant-config.js';
 import type { RealtimeService } from './resolvers/realtime.js';
 import type { EventBus } from './stores/bus.js';
@@ -41,6 +42,6 @@ export interface Deps {
   /** The instance's bounded pool of image re-encoding jobs (src/resolvers/attachments/images.ts). */
   imageWork: WorkPool;
   /** Visitor sends being stored, per merchant (src/resolvers/budgets/chat.ts, fairness between merchants). */
-  chatSends: WorkPool;
+  chatSends: SendGate;
   now: () => number;
 }

@@ -161,6 +161,8 @@ export async function sendMessage(deps: Deps, viewer: SenderViewer, given: SendI
   const input = parseInput(sendInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
   if (viewer.kind === 'bot' && input.type !== 'text') throw badInput('type: a bot sends text messages');
+  // Before any other work: on a busy instance, a merchant over its share waits (budgets/chat.ts).
+  if (viewer.kind === 'visitor') deps.chatSends.admit(viewer.merchantId);
   // Before any database work: a flood is refused at the cost of a counter (retries count too).
   await chargeMessage(deps, viewer);
   // Fairness between merchants: a visitor send is stored in one of its merchant's few slots

@@ -246,6 +246,8 @@ export const chatEndpoints: AnyRoute[] = [
     description:
       'Exactly once per client_msg_id; the answer is the stored message (server id, seq, time). Starts a new conversation after a close.',
     input: visitorSendInput,
+    // A merchant over its share of a busy instance is refused before its body is even parsed.
+    beforeBody: ({ deps, viewer }) => deps.chatSends.refuseEarly(viewer.merchantId),
     requestExample: { client_msg_id: '1700000000000-1', content: 'Hello!' },
     output: sendData,
     example: { ...exampleMessage, conversation_state: 'active', duplicate: false },

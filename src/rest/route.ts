@@ -86,6 +86,12 @@ interface Common<I extends Identity> {
   enabled?: (config: Config) => boolean;
   /** `apiKey` and `adminOrApiKey` endpoints: the scope a key needs. */
   scope?: I extends 'apiKey' | 'adminOrApiKey' ? ApiKeyScope : never;
+  /**
+   * Runs with the identity before the body is read or parsed, and may refuse (throw): a refusal
+   * a flood gets many times costs no parsing then (e.g. a merchant over its share of a busy
+   * instance, src/resolvers/budgets/chat.ts). The handler gets the same viewer.
+   */
+  beforeBody?: (ctx: { deps: Deps; viewer: ViewerOf<I> }) => void;
 }
 
 /** An endpoint answering the `{code, msg, data}` envelope. */
@@ -234,10 +240,32 @@ function refuse(deps: Deps, route: AnyRoute, req: Request, res: Response, error:
   }
 }
 
+/** The viewers `beforeBody` checks found, for their handler (checked once per request). */
+const earlyViewers = new WeakMap<Request, unknown>();
+
+/** A route's `beforeBody` check, as a middleware before its body parsers. */
+function beforeBodyOf(deps: Deps, route: AnyRoute): RequestHandler[] {
+  const check = route.beforeBody;
+  if (!check) return [];
+  return [
+    async (req, res, next) => {
+      try {
+        const viewer = await viewerFor(deps, route, req);
+        check({ deps, viewer: viewer as never });
+        earlyViewers.set(req, viewer);
+      } catch (error) {
+        refuse(deps, route, req, res, error);
+        return;
+      }
+      next();
+    },
+  ];
+}
+
 function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
   return async (req, res) => {
     try {
-      const viewer = await viewerFor(deps, route, req);
+      const viewer = earlyViewers.has(req) ? earlyViewers.get(req) : await viewerFor(deps, route, req);
       const raw = route.method === 'get' ? queryObject(req) : req.body;
       const input = route.input ? parseInput(route.input, raw) : undefined;
       const ctx = { deps, req, res, viewer, input } as RouteContext<Identity, unknown>;
@@ -301,7 +329,14 @@ export function mountRoutes(
     const session = route.identity === 'participant' ? [opts.agentSessionUnlessBearer] : [];
     // A body the parsers refuse is answered as the route answers any refusal.
     const unparsable: ErrorRequestHandler = (error, req, res, _next) => refuse(deps, route, req, res, bodyError(error));
-    routerFor(route.path)[route.method](route.path, ...session, ...parsers, unparsable, handlerOf(deps, route));
+    routerFor(route.path)[route.method](
+      route.path,
+      ...session,
+      ...beforeBodyOf(deps, route),
+      ...parsers,
+      unparsable,
+      handlerOf(deps, route),
+    );
     const methods = methodsByPath.get(route.path) ?? new Set();
     methods.add(route.method.toUpperCase());
     if (route.method === 'get') methods.add('HEAD');

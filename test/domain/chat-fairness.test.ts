@@ -1,11 +1,13 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
 import { messages } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { DomainError } from '../../src/errors.js';
 import { leaveContactDetails } from '../../src/resolvers/availability/messages-left.js';
-import { createSendPool } from '../../src/resolvers/budgets/chat.js';
+import { createSendGate } from '../../src/resolvers/budgets/chat.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { requestHuman } from '../../src/resolvers/integration/bots/handoff.js';
 import { sendMessage } from '../../src/resolvers/messages.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
@@ -67,7 +69,7 @@ function heldDeps(inFlight: number, queued: number, held: number) {
     ...deps,
     db,
     config: { ...deps.config, chatLimits },
-    chatSends: createSendPool(chatLimits),
+    chatSends: createSendGate(chatLimits, { busy: () => false, stop: () => {} }),
   };
   return { deps: held$, release: () => gate(), entered: () => entered };
 }
@@ -131,6 +133,92 @@ describe('fairness between merchants: visitor sends in flight per merchant', () 
   });
 });
 
+describe('fairness between merchants: a merchant over its share of a busy instance is refused first', () => {
+  /** Deps whose send gate sees the instance busy (or not) as the test says, with a burst of 2 per visitor. */
+  function gated(busy: () => boolean) {
+    const chatLimits = { ...deps.config.chatLimits, messageBurst: 2 };
+    const gate: Deps = {
+      ...deps,
+      config: { ...deps.config, chatLimits },
+      // The share's window on a clock that stands still: the test's pace cannot move it.
+      chatSends: createSendGate(chatLimits, { busy, stop: () => {} }, () => 0),
+    };
+    return gate;
+  }
+  const v = <T>(list: T[], i: number) => list[i] as T;
+  /** Statements the database runs while `work` settles. */
+  async function statementsDuring(work: () => Promise<unknown>) {
+    let n = 0;
+    const stop = deps.database.onQuery(() => {
+      n++;
+    });
+    try {
+      return { outcome: await outcome(work()), statements: n };
+    } finally {
+      stop();
+    }
+  }
+
+  it('a flooding merchant (refused by its budget, more than its share) gets RATE_LIMITED “busy”, retry in 1 s, before any statement runs; the other merchant’s send is stored', async () => {
+    const flood = await shop(3);
+    const other = await shop(1);
+    const busy = gated(() => true);
+    const text = (i: number) => ({ clientMsgId: `f-${i}`, content: 'x'.repeat(5000) });
+    expect(await outcome(sendMessage(busy, v(other.visitors, 0), { clientMsgId: 'o-1', content: 'hello' }))).toBe(
+      'stored',
+    );
+    // The flooding visitor: two stored, the third refused by its own burst (it asks more than it gets).
+    expect(await outcome(sendMessage(busy, v(flood.visitors, 0), text(1)))).toBe('stored');
+    expect(await outcome(sendMessage(busy, v(flood.visitors, 0), text(2)))).toBe('stored');
+    expect(await outcome(sendMessage(busy, v(flood.visitors, 0), text(3)))).toMatchObject({ code: 'RATE_LIMITED' });
+    // Another token of the same merchant, within its own budget: over the merchant's share, refused at once.
+    const refused = await statementsDuring(() => sendMessage(busy, v(flood.visitors, 1), text(4)));
+    expect(refused.outcome).toBeInstanceOf(DomainError);
+    expect(refused.outcome).toMatchObject({ code: 'RATE_LIMITED', retryAfterSeconds: 1 });
+    expect((refused.outcome as DomainError).message).toMatch(/busy/);
+    expect(refused.statements).toBe(0);
+    // The other merchant asked no more than it got: stored.
+    expect(await outcome(sendMessage(busy, v(other.visitors, 0), { clientMsgId: 'o-2', content: 'still here' }))).toBe(
+      'stored',
+    );
+    // The flooding merchant's agent is not counted.
+    expect(
+      await outcome(
+        sendMessage(busy, flood.agent, { visitorId: v(flood.visitors, 1).visitorId, clientMsgId: 'a', content: 'hi' }),
+      ),
+    ).toBe('stored');
+    const stored = await deps.db.select().from(messages).where(eq(messages.merchantId, flood.m.merchantId));
+    expect(stored.flatMap((m) => m.clientMsgId ?? []).sort()).toEqual(['a', 'f-1', 'f-2']);
+  });
+
+  it('an instance that keeps up refuses nobody on this account, and a merchant alone is never held back', async () => {
+    const flood = await shop(4);
+    const other = await shop(1);
+    let busy = false;
+    const gate = gated(() => busy);
+    const send = (d: Deps, at: number, id: string) =>
+      outcome(sendMessage(d, v(flood.visitors, at), { clientMsgId: id, content: 'x' }));
+    await sendMessage(gate, v(other.visitors, 0), { clientMsgId: 'o', content: 'hello' });
+    expect([await send(gate, 0, 'f-1'), await send(gate, 0, 'f-2')]).toEqual(['stored', 'stored']);
+    expect(await send(gate, 0, 'f-3')).toMatchObject({ code: 'RATE_LIMITED' }); // its own burst
+    // Not busy: the merchant over its share sends as its budgets allow.
+    expect(await send(gate, 1, 'f-4')).toBe('stored');
+    // Busy, but the merchant is alone on the instance (a fresh gate): nobody to be fair to.
+    busy = true;
+    const alone = gated(() => true);
+    expect([await send(alone, 2, 'f-5'), await send(alone, 2, 'f-6')]).toEqual(['stored', 'stored']);
+    expect(await send(alone, 2, 'f-7')).toMatchObject({
+      code: 'RATE_LIMITED',
+      message: expect.stringMatching(/Too many/),
+    });
+    expect(await send(alone, 3, 'f-8')).toBe('stored');
+  });
+
+  it('the default: busy when the event loop runs 20 ms late on average', () => {
+    expect(loadConfig({ NODE_ENV: 'test' }).chatLimits.fairShareLoopDelayMs).toBe(20);
+  });
+});
+
 describe('leaveContactDetails has a budget per visitor and per merchant', () => {
   const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
     ...deps,
@@ -169,5 +257,52 @@ describe('leaveContactDetails has a budget per visitor and per merchant', () => 
 
   it('the defaults are documented values: 10 per visitor and hour, 300 per merchant and minute', () => {
     expect(deps.config.chatLimits).toMatchObject({ contactDetailsPerHour: 10, merchantContactDetailsPerMinute: 300 });
+  });
+});
+
+describe('requestHuman has a budget per visitor and per merchant', () => {
+  const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
+    ...deps,
+    config: { ...deps.config, chatLimits: { ...deps.config.chatLimits, ...chatLimits } },
+  });
+  const answer = (work: Promise<unknown>) =>
+    work.then(
+      () => 'answered',
+      (e: unknown) => {
+        if (e instanceof DomainError) return { code: e.code, retryAfter: e.retryAfterSeconds };
+        throw e;
+      },
+    );
+
+  it('past CHAT_HUMAN_REQUESTS_PER_HOUR a visitor is refused RATE_LIMITED with the wait, before any statement; another visitor is not', async () => {
+    const { visitors } = await shop(2);
+    const [a, b] = visitors as [(typeof visitors)[number], (typeof visitors)[number]];
+    const budget = limited({ humanRequestsPerHour: 2 });
+    // A repeat changes nothing (with the agents already) but is still a locked transaction: counted.
+    for (let i = 0; i < 2; i++) expect(await answer(requestHuman(budget, a))).toBe('answered');
+    let statements = 0;
+    const stop = deps.database.onQuery(() => {
+      statements++;
+    });
+    const refused = await answer(requestHuman(budget, a)).finally(stop);
+    expect(refused).toMatchObject({ code: 'RATE_LIMITED' });
+    expect((refused as { retryAfter: number }).retryAfter).toBeGreaterThan(60);
+    expect(statements).toBe(0);
+    expect(await answer(requestHuman(budget, b))).toBe('answered');
+  });
+
+  it('one merchant’s visitors share CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE; another merchant’s are not held back', async () => {
+    const flood = await shop(4);
+    const other = await shop(1);
+    const budget = limited({ merchantHumanRequestsPerMinute: 3 });
+    const answers = [];
+    for (const v of flood.visitors) answers.push(await answer(requestHuman(budget, v)));
+    expect(answers.slice(0, 3)).toEqual(['answered', 'answered', 'answered']);
+    expect(answers[3]).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(await answer(requestHuman(budget, other.visitors[0] as (typeof other.visitors)[number]))).toBe('answered');
+  });
+
+  it('the defaults are documented values: 10 per visitor and hour, 300 per merchant and minute', () => {
+    expect(deps.config.chatLimits).toMatchObject({ humanRequestsPerHour: 10, merchantHumanRequestsPerMinute: 300 });
   });
 });

@@ -55,6 +55,9 @@ export async function startTestApp(
     ...(stores.databaseUrl ? { DATABASE_URL: stores.databaseUrl } : {}),
     ...(stores.redisUrl ? { REDIS_URL: stores.redisUrl } : {}),
     REDIS_PREFIX: stores.redisPrefix,
+    // Whether an instance is busy depends on the machine (CI runs beside a busy loop): the fair
+    // share is off unless a test turns it on (CHAT_FAIR_SHARE_LOOP_DELAY_MS 0, always busy).
+    CHAT_FAIR_SHARE_LOOP_DELAY_MS: '60000',
     ...opts.env,
   });
   Object.assign(config, opts.config);

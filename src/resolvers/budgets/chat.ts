@@ -3,6 +3,7 @@ import type { Deps } from '../../deps.js';
 import { createWorkPool, type WorkPool } from '../attachments/work-pool.js';
 import type { BotViewer } from '../integration/bots/viewer.js';
 import type { AgentViewer, VisitorViewer } from '../viewer.js';
+import { createFairShare, type LoadSignal } from './fair-share.js';
 
 /**
  * The chat's write budgets (issue 27, rows 2 and 3; README "Security and reliability"): anyone can
@@ -15,24 +16,44 @@ import type { AgentViewer, VisitorViewer } from '../viewer.js';
  *   writes share one budget, so they cannot take the shared instance from other merchants;
  * - conversations opened, and closed, per visitor: a send + close loop would otherwise publish
  *   on the merchant's `global-{bid}` channel without end;
- * - visitor sends in flight per merchant (`createSendPool`): budgets bound how much a merchant's
- *   visitors store, not how much work they keep the instance doing at once; this bounds that.
+ * - visitor sends in flight per merchant (`createSendGate`): budgets bound how much a merchant's
+ *   visitors store, not how much work they keep the instance doing at once; this bounds that;
+ * - a merchant's share of a busy instance (`createSendGate`, fair-share.ts): when the instance
+ *   cannot keep up, a merchant over an equal share of the recent sends is refused first.
  */
 
 /** Longest wait of a visitor send for a slot of its merchant, before it is refused (1429). */
 export const SEND_QUEUE_TIMEOUT_MS = 5000;
 
 /**
- * Fairness between merchants (issue 27, flood fairness): at most `CHAT_MERCHANT_SENDS_IN_FLIGHT`
- * visitor sends of one merchant are stored at once on an instance, at most
- * `CHAT_MERCHANT_SENDS_QUEUED` wait for a slot (up to SEND_QUEUE_TIMEOUT_MS), and any more are
- * refused at once with RATE_LIMITED and `Retry-After`. A flooding merchant therefore holds at
- * most its share of the database however many tokens its visitors hold, and another merchant's
- * send never waits behind its line. Agents' sends are not counted: a visitor flood cannot
- * silence the merchant's agents.
+ * Fairness between merchants (issue 27, flood fairness), on the visitor send path:
+ * - `admit`, first and at the cost of a few counters: while the instance is busy (`load`), a
+ *   merchant whose visitors made more than an equal share of the recent sends of the merchants
+ *   sending is refused at once with RATE_LIMITED (retry in 1 s) — before any budget is charged
+ *   or any statement runs — and the others go on (fair-share.ts);
+ * - `run`: at most `CHAT_MERCHANT_SENDS_IN_FLIGHT` visitor sends of one merchant are stored at
+ *   once on an instance, at most `CHAT_MERCHANT_SENDS_QUEUED` wait for a slot (up to
+ *   SEND_QUEUE_TIMEOUT_MS), and any more are refused at once with RATE_LIMITED and `Retry-After`.
+ * A flooding merchant therefore holds at most its share of the instance however many tokens its
+ * visitors hold, and another merchant's send never waits behind its line. Agents' sends are not
+ * counted: a visitor flood cannot silence the merchant's agents.
  */
-export const createSendPool = (limits: Config['chatLimits']): WorkPool =>
-  createWorkPool({
+export interface SendGate {
+  /** Refuses a merchant over its share of a busy instance (RATE_LIMITED); no store work. */
+  admit(merchantId: string): void;
+  /**
+   * For an adapter, before it reads the request's body: refuses (and counts) the send as `admit`
+   * would, else does nothing (the send is counted when it reaches `admit`).
+   */
+  refuseEarly(merchantId: string): void;
+  /** Stores a visitor send of the merchant in one of its slots (counted in its share). */
+  run<T>(merchantId: string, work: () => Promise<T>): Promise<T>;
+  /** Sends being stored and waiting now (metrics, tests). */
+  load(): { running: number; waiting: number };
+}
+
+export function createSendGate(limits: Config['chatLimits'], load: LoadSignal, now: () => number = Date.now): SendGate {
+  const pool: WorkPool = createWorkPool({
     slots: Number.POSITIVE_INFINITY,
     slotsPerTenant: limits.merchantSendsInFlight,
     queuePerTenant: limits.merchantSendsQueued,
@@ -40,6 +61,21 @@ export const createSendPool = (limits: Config['chatLimits']): WorkPool =>
     what: 'Sending for this merchant’s visitors',
     refusal: 'RATE_LIMITED',
   });
+  const share = createFairShare({ load, now, what: 'this merchant’s visitors' });
+  return {
+    admit: (merchantId) => share.admit(merchantId),
+    refuseEarly(merchantId) {
+      if (share.refusal(merchantId)) share.admit(merchantId);
+    },
+    // Counted once it has a slot: a send refused by its merchant's line was not done.
+    run: (merchantId, work) =>
+      pool.run(merchantId, () => {
+        share.record(merchantId);
+        return work();
+      }),
+    load: () => pool.load(),
+  };
+}
 
 /** Seconds of the burst window of CHAT_MESSAGE_BURST. */
 export const MESSAGE_BURST_SECONDS = 10;
@@ -86,6 +122,21 @@ export async function chargeContactDetails(deps: Deps, viewer: VisitorViewer): P
   await deps
     .rateLimiter({ name: 'chat-contact', points: limits.contactDetailsPerHour, durationSeconds: 3600 })
     .consume(viewer.visitorId, wait('contact details this hour'));
+}
+
+/**
+ * Counts a visitor's request for a human (`requestHuman`): each is a row-locked hand-off
+ * transaction, even a repeat that changes nothing; per visitor per hour, and per merchant per
+ * minute for all its visitors together.
+ */
+export async function chargeHumanRequest(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  const limits = deps.config.chatLimits;
+  await deps
+    .rateLimiter({ name: 'chat-human-merchant', points: limits.merchantHumanRequestsPerMinute, durationSeconds: 60 })
+    .consume(viewer.merchantId, wait('requests for a human from this merchant’s visitors'));
+  await deps
+    .rateLimiter({ name: 'chat-human', points: limits.humanRequestsPerHour, durationSeconds: 3600 })
+    .consume(viewer.visitorId, wait('requests for a human this hour'));
 }
 
 /** Counts a conversation the visitor closes. */

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { bots, conversations } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
 import { DomainError } from '../../../errors.js';
+import { chargeHumanRequest } from '../../budgets/chat.js';
 import { appendMessage, type ConversationContext, openConversation, requireMerchantVisitor } from '../../chat-rows.js';
 import { drainQueueQuietly } from '../../conversations/queue.js';
 import { announceIfWaiting } from '../../conversations/routing.js';
@@ -135,6 +136,8 @@ export async function botHandoff(deps: Deps, bot: BotViewer, given: HandoffInput
  * `handedOff: false` and changes nothing.
  */
 export async function requestHuman(deps: Deps, viewer: VisitorViewer): Promise<HandoffResult> {
+  // Anyone can get a visitor token: each call is a locked transaction, so it has a budget (budgets/chat.ts).
+  await chargeHumanRequest(deps, viewer);
   return handOff(deps, viewer.merchantId, viewer.visitorId, 'visitor');
 }
 
