@@ -4,7 +4,7 @@ import { type BotView, createBot, listBots, setBotDisabled } from '../resolvers/
 import { botHandoff, type HandoffResult, handoffInput, requestHuman } from '../resolvers/integration/bots/handoff.js';
 import { requireBot } from '../resolvers/integration/bots/viewer.js';
 import { sendInput, sendMessage } from '../resolvers/messages.js';
-import { exampleMessage, legacySend, sendData } from './chat.js';
+import { exampleMessage, legacySend, sendData } from './chat-data.js';
 import { legacyInput } from './legacy-input.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 

@@ -13,7 +13,7 @@ import {
   legacyConversationPage,
   legacyPage,
   pageData,
-} from './chat.js';
+} from './chat-data.js';
 import { agentChatListInput, agentConversationInput, agentHistoryInput } from './chat-inputs.js';
 import { type AnyRoute, jsonRoute } from './route.js';
 
