@@ -4,16 +4,24 @@ import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import type { ChannelEvent } from '../stores/bus.js';
 import { eventNames, isReservedEventName } from './event-catalog.js';
-import { agentChannel, globalChannel, publishSessionEnded, SESSION_ENDED, sessionFingerprint } from './events.js';
+import {
+  adminChannel,
+  agentChannel,
+  globalChannel,
+  publishSessionEnded,
+  SESSION_ENDED,
+  sessionFingerprint,
+} from './events.js';
 import type { SessionPort } from './session.js';
-import { type HeldAgentViewer, requireAgent, requireOnlineReception, type VisitorViewer } from './viewer.js';
+import { ADMIN, type HeldAgentViewer, requireAgent, requireOnlineReception, type VisitorViewer } from './viewer.js';
 
 /** A viewer as channels judge it; a full AgentViewer is one, and connections keep only `heldViewer`'s part. */
 export type ChannelViewer = HeldAgentViewer | VisitorViewer;
 
 /**
  * Who may listen where: a visitor to its own generated channel only; an agent (not a ticket
- * agent) to `agent-{its id}` and `global-{its merchant's bid}` only.
+ * agent) to `agent-{its id}` and `global-{its merchant's bid}` only; an admin also to
+ * `admin-{its merchant's bid}` (every message of the merchant).
  */
 export function authorizeChannel(viewer: ChannelViewer, name: string): void {
   if (viewer.kind === 'visitor') {
@@ -21,6 +29,7 @@ export function authorizeChannel(viewer: ChannelViewer, name: string): void {
   } else {
     requireOnlineReception(viewer);
     if (name === agentChannel(viewer.agentId) || name === globalChannel(viewer.bid)) return;
+    if (viewer.level === ADMIN && name === adminChannel(viewer.bid)) return;
   }
   throw new DomainError('FORBIDDEN', `Not allowed to subscribe to channel ${JSON.stringify(name.slice(0, 100))}`);
 }

@@ -5,7 +5,7 @@ import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AttachmentView, MessageView } from './event-catalog.js';
 import { toWire } from './event-catalog.js';
-import { agentChannel } from './events.js';
+import { adminChannel, agentChannel } from './events.js';
 import { webhookOutboxRow } from './integration/webhooks/events.js';
 import { type ClaimedRow, OUTBOX_LEASE_MS, rowsOf, type Tx, visitorKey } from './outbox.js';
 
@@ -139,11 +139,15 @@ export const toMessageView = (m: Message, attachment: AttachmentView | null = nu
   recalled: m.recalledAt !== null,
 });
 
-/** The channels a conversation's message events go to: the visitor's, and its agent's when assigned. */
+/**
+ * The channels a conversation's `message.created` goes to: the visitor's, its agent's when
+ * assigned, and the merchant's admin channel (`admin-{bid}`, every message of the merchant for
+ * its admins: one row and one publish more per message). Internal notes never use this.
+ */
 export const participantChannels = (
-  ctx: Pick<ConversationContext, 'visitorChannel'> & { conversation?: { agentId: string | null } },
+  ctx: Pick<ConversationContext, 'visitorChannel' | 'bid'> & { conversation?: { agentId: string | null } },
   agentId = ctx.conversation?.agentId,
-) => [ctx.visitorChannel, ...(agentId ? [agentChannel(agentId)] : [])];
+) => [ctx.visitorChannel, ...(agentId ? [agentChannel(agentId)] : []), adminChannel(ctx.bid)];
 
 export interface NewMessage {
   senderType: 'visitor' | 'agent' | 'system' | 'bot';
@@ -160,7 +164,7 @@ export interface NewMessage {
  * Appends a message inside `tx`: takes the next `seq` by bumping `last_seq` on the
  * conversation row (its row lock orders concurrent senders, so seqs have no holes), updates the
  * activity time, the last-message summary and the sender's read position, stores the row and
- * writes `message.created` to the outbox for the visitor and the assigned agent. While a bot
+ * writes `message.created` to the outbox for the visitor, the assigned agent and the admins. While a bot
  * holds the conversation, a visitor's message starts the bot's answer deadline (unless one runs)
  * and the bot's message ends it (docs/integration.md "Bots").
  */
@@ -187,6 +191,7 @@ export async function appendMessage(
       visitorId: ctx.conversation.visitorId,
       agentId: ctx.conversation.agentId,
       visitorChannel: ctx.visitorChannel,
+      bid: ctx.bid,
     },
     input,
     { seq: Number(bumped.last_seq), botId: bumped.bot_id, now },
@@ -249,17 +254,18 @@ export async function bumpOpenConversation(
     state: Conversation['state'];
     last_seq: number;
     channel: string;
+    bid: string;
   }>(
     await tx.execute(sql`
       update conversations c set ${bumpAssignments(deps, input, now)}
-      from visitors v
+      from visitors v, merchants m
       where c.merchant_id = ${merchantId} and c.visitor_id = ${visitorId} and c.state <> 'closed'
-        and v.id = c.visitor_id and v.merchant_id = ${merchantId}
-      returning c.id, c.agent_id, c.bot_id, c.state, c.last_seq, v.channel`),
+        and v.id = c.visitor_id and v.merchant_id = ${merchantId} and m.id = ${merchantId}
+      returning c.id, c.agent_id, c.bot_id, c.state, c.last_seq, v.channel, m.bid`),
   );
   if (!row) return undefined;
   return {
-    target: { id: row.id, merchantId, visitorId, agentId: row.agent_id, visitorChannel: row.channel },
+    target: { id: row.id, merchantId, visitorId, agentId: row.agent_id, visitorChannel: row.channel, bid: row.bid },
     state: row.state,
     botId: row.bot_id,
     seq: Number(row.last_seq),
@@ -273,11 +279,13 @@ export interface MessageTarget {
   visitorId: string;
   agentId: string | null;
   visitorChannel: string;
+  /** The merchant's bid: its admin channel. */
+  bid: string;
 }
 
 /**
  * Stores a message with the `seq` its bump took and writes its `message.created` rows to the
- * outbox (the visitor's channel, the agent's when assigned, the webhook row, in this order: their
+ * outbox (the visitor's channel, the agent's when assigned, the admins', the webhook row, in this order: their
  * ids follow it), in one statement. With `claim` (a send), the rows are claimed for the sender's
  * own publication after commit when no earlier row of the key is pending — read in this
  * statement, after the bump's row lock (outbox.ts, "owned publication"); `claimed` then lists
@@ -311,9 +319,12 @@ export async function insertMessage(
   // The wire payload serialized once for every channel's row.
   const wire = toWire('message.created', data);
   const wireText = JSON.stringify(wire);
-  const rows: ClaimedRow[] = participantChannels({ visitorChannel: target.visitorChannel }, target.agentId).map(
-    (channel) => ({ id: 0, channel, event: 'message.created', data: wire }),
-  );
+  const rows: ClaimedRow[] = participantChannels(target, target.agentId).map((channel) => ({
+    id: 0,
+    channel,
+    event: 'message.created',
+    data: wire,
+  }));
   const texts = rows.map(() => wireText);
   const hook = webhookOutboxRow(key, target.merchantId, target.id, 'message.created', data, now);
   rows.push({ id: 0, channel: hook.channel, event: hook.event, data: hook.data });

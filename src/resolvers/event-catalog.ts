@@ -10,11 +10,12 @@ import { z } from 'zod';
  */
 
 /**
- * Which channel carries an event: `global-{bid}`, `agent-{agent_id}` or the visitor's own; or
+ * Which channel carries an event: `global-{bid}`, `agent-{agent_id}`, the visitor's own, or
+ * `admin-{bid}` (the merchant's admins: every `message.created` of the merchant); or
  * `internal`, the instances' own channel (`internal:config`) that no client identity may subscribe to;
  * `webhook`: only to the merchant's webhook endpoints (docs/integration.md).
  */
-export type Audience = 'global' | 'agent' | 'visitor' | 'internal' | 'webhook';
+export type Audience = 'global' | 'agent' | 'visitor' | 'admin' | 'internal' | 'webhook';
 
 export interface EventDeclaration<Domain, Wire> {
   audiences: readonly Audience[];
@@ -223,9 +224,9 @@ export const eventCatalog = {
   }),
   'message.created': declare({
     webhook: 1,
-    audiences: ['visitor', 'agent'],
+    audiences: ['visitor', 'agent', 'admin'],
     description:
-      'A message was stored (after its commit), system and bot messages included; `message.seq` is the next of its conversation — a jump means fetch the hole with `after`. `bot_id`: the bot that holds the conversation (null when none), so a bot answers only its own conversations.',
+      'A message was stored (after its commit), system and bot messages included (to the visitor, its agent and the merchant’s admins on `admin-{bid}`; never an internal note); `message.seq` is the next of its conversation — a jump means fetch the hole with `after`. `bot_id`: the bot that holds the conversation (null when none), so a bot answers only its own conversations.',
     payload: z.object({ message: messageWire, bot_id: z.string().nullable() }).strict(),
     toWire: (d: { message: MessageView; botId?: string | null }) => ({
       message: toMessageWire(d.message),
@@ -523,7 +524,7 @@ export const eventCatalog = {
     toWire: (d: { tokenHash: string }) => ({ token_hash: d.tokenHash }),
   }),
   subscribed: declare({
-    audiences: ['global', 'agent', 'visitor'],
+    audiences: ['global', 'agent', 'visitor', 'admin'],
     origin: 'bus',
     description:
       'First event of a subscription without `since`: its position is where to resume from. Carries no data; not a published event.',
@@ -531,7 +532,7 @@ export const eventCatalog = {
     toWire: same<Record<string, never>>,
   }),
   'history.gap': declare({
-    audiences: ['global', 'agent', 'visitor'],
+    audiences: ['global', 'agent', 'visitor', 'admin'],
     origin: 'bus',
     description: 'Events after `since` were already dropped from the channel history: reload your state.',
     payload: z.object({ since: z.string() }).strict(),

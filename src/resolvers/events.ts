@@ -5,6 +5,8 @@ import { type EventData, type EventName, toWire } from './event-catalog.js';
 /** Channel names of the spec: `agent-{agent_id}` and `global-{bid}`; a visitor's is generated. */
 export const agentChannel = (agentId: string) => `agent-${agentId}`;
 export const globalChannel = (bid: string) => `global-${bid}`;
+/** The merchant's admin channel (issue 32): every `message.created` of the merchant, for its admins only. */
+export const adminChannel = (bid: string) => `admin-${bid}`;
 
 /** The final event of an agent's subscriptions when its Session ends (see docs/realtime.md). */
 export const SESSION_ENDED = 'session.ended' satisfies EventName;

@@ -42,7 +42,7 @@ builder.subscriptionField('channel', (t) =>
   t.field({
     type: ChannelEventRef,
     description:
-      'Events of a channel: a visitor its own `channel`; an agent `agent-{agentId}` and `global-{bid}`. With `since`, the missed events are replayed first (a `history.gap` event first if some were dropped). An agent subscription ends with `session.ended` when its Session ends.',
+      'Events of a channel: a visitor its own `channel`; an agent `agent-{agentId}` and `global-{bid}`; an admin also `admin-{bid}` (every `message.created` of its merchant). With `since`, the missed events are replayed first (a `history.gap` event first if some were dropped). An agent subscription ends with `session.ended` when its Session ends.',
     args: {
       name: t.arg.string({ required: true, description: 'Channel name, exactly as the bootstrap gives it.' }),
       since: t.arg.string({

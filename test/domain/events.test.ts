@@ -288,7 +288,7 @@ describe('the event catalog', () => {
       const { audiences, origin } = eventCatalog[name] as { audiences: readonly string[]; origin?: string };
       expect(audiences.length, name).toBeGreaterThan(0);
       for (const audience of audiences)
-        expect(['global', 'agent', 'visitor', 'internal', 'webhook'], name).toContain(audience);
+        expect(['global', 'agent', 'visitor', 'admin', 'internal', 'webhook'], name).toContain(audience);
       expect(audiences.includes('internal'), name).toBe(internal.includes(name));
       if (internal.includes(name)) expect(audiences, name).toEqual(['internal']);
       expect(origin === 'bus', name).toBe(name === SUBSCRIBED || name === HISTORY_GAP);
