@@ -12,6 +12,9 @@ import domain from './vitest.domain.config.js';
  * event fails its test in 2 s instead of running into Stryker's timeout, which restarts vitest;
  * a test that hangs fails after 5 s (scripts/vitest-kept-worker.mjs).
  */
+/** A part's own test files (stryker.config.mjs `tests`), else the config's set. */
+export const partTests = (fallback: string[]) => process.env.PARLEY_MUTATION_TESTS?.split(',') ?? fallback;
+
 export default defineConfig({
   ...domain,
   resolve: {
@@ -26,6 +29,7 @@ export default defineConfig({
   },
   test: {
     ...domain.test,
+    include: partTests(domain.test?.include ?? []),
     env: { ...domain.test?.env, TEST_WAIT_MS: '2000' },
     setupFiles: ['test/support/mutant-timeouts.ts'],
   },

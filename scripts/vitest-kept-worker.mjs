@@ -12,13 +12,14 @@ const port = parentPort;
 
 /**
  * In a mutant's run (not Stryker's initial run, which is instrumented and keeps the config's
- * generous timeouts), a test that has not finished in MUTANT_TEST_TIMEOUT_MS fails: the mutant is
+ * generous timeouts), a test that has not finished in MUTANT_TEST_TIMEOUT_MS (5 s; the API tests of
+ * the adapters' parts take PARLEY_MUTANT_TEST_TIMEOUT_MS, stryker.config.mjs) fails: the mutant is
  * killed in seconds instead of running into Stryker's own timeout, which ends the test process
  * and starts a new one. The slowest domain test takes under 2 s. (Not `vi.setConfig`: vitest
  * restores, after every file, the config it saw at the first such call, which in a kept thread is
  * the first mutant's, test filter included.)
  */
-const MUTANT_TEST_TIMEOUT_MS = 5_000;
+const MUTANT_TEST_TIMEOUT_MS = Number(process.env.PARLEY_MUTANT_TEST_TIMEOUT_MS) || 5_000;
 
 /** The runtime's listeners: its own message handler first, then the RPC channel of the current run. */
 const listeners = [];

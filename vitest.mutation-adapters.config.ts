@@ -1,0 +1,29 @@
+import { defineConfig } from 'vitest/config';
+import mutation, { partTests } from './vitest.mutation.config.js';
+
+/**
+ * What the adapters' part of `npm run mutation` runs for each mutant (scripts/mutation.mjs, group
+ * `adapters`): besides the domain tests, the transport unit tests and the API tests, which start
+ * the gateway in-process (test/support/test-app.ts) and read it through REST, GraphQL, WebSocket
+ * and Pusher. The pool, the argon2 alias, TEST_WAIT_MS and the mutant timeouts are
+ * vitest.mutation.config.ts's. Left out, each because a mutant's run cannot use it: the fuzzer
+ * (random requests, no fixed answer to compare), the tests that spawn another process (its
+ * coverage is not Stryker's) or build packages, and the slow-client tests (their time is the
+ * assertion).
+ */
+export const ADAPTER_TESTS = ['test/domain/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/api/**/*.test.ts'];
+export const ADAPTER_EXCLUDED = [
+  'test/api/fuzz.test.ts',
+  'test/api/bot-example.test.ts',
+  'test/api/client-package.test.ts',
+  'test/api/slow-headers.test.ts',
+];
+
+export default defineConfig({
+  ...mutation,
+  test: {
+    ...mutation.test,
+    include: partTests(ADAPTER_TESTS),
+    exclude: [...(mutation.test?.exclude ?? ['**/node_modules/**']), ...ADAPTER_EXCLUDED],
+  },
+});
