@@ -89,7 +89,9 @@ export const parts = {
   http: {
     mutate: ['src/http/**/*.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
-    tests: api(
+    tests: [
+      'test/unit/http-edges.test.ts',
+      ...api(
       'hardening-http',
       'hardening-cors-csrf',
       'clients-csrf',
@@ -99,7 +101,8 @@ export const parts = {
       'hardening-login',
       'security-input',
       'auth-sessions',
-    ),
+      ),
+    ],
   },
   stores: {
     mutate: ['src/stores/**/*.ts', '!src/stores/bus*.ts'],
