@@ -41,9 +41,15 @@ function run(mw: (req: Request, res: Response, next: NextFunction) => void, requ
   };
   const res = {
     setHeader: (k: string, v: string) => {
-      headers[k.toLowerCase()] = v;
+      // Vary is recorded as the list of its names, whether set whole or through express's `res.vary`.
+      if (k.toLowerCase() === 'vary') vary.splice(0, vary.length, ...v.split(/,\s*/));
+      else headers[k.toLowerCase()] = v;
     },
+    getHeader: (k: string) => (k.toLowerCase() === 'vary' ? vary.join(', ') || undefined : headers[k.toLowerCase()]),
     vary: (v: string) => vary.push(v),
+    set statusCode(code: number) {
+      out.status = code;
+    },
     status(code: number) {
       out.status = code;
       return res;
