@@ -107,7 +107,7 @@ const add = (/** @type {string} */ folder, /** @type {string} */ status) => {
 };
 for (const [path, entry] of Object.entries(merged.files))
   for (const m of entry.mutants) {
-    add(path === 'src/stores/bus.ts' ? 'src/stores (bus)' : folderOf(path), m.status);
+    add(path.startsWith('src/stores/bus') ? 'src/stores (bus)' : folderOf(path), m.status);
     add('all', m.status);
   }
 const score = (/** @type {Record<string, number>} */ c) => {
