@@ -146,6 +146,16 @@ const toConversationRef = (c: ConversationRef) => ({
   state: c.state,
 });
 
+/** A waiting conversation's place: `conversation.queued` and `conversation.queue_position` carry the same payload. */
+const queuePlace = {
+  payload: z.object({ ...conversationRef, group_id: z.string().nullable(), queue_position: z.number().int() }).strict(),
+  toWire: (d: ConversationRef & { groupId: string | null; queuePosition: number }) => ({
+    ...toConversationRef(d),
+    group_id: d.groupId,
+    queue_position: d.queuePosition,
+  }),
+};
+
 /** An internal note (agents only): the answer of note/add, the rows of note/list, the `note.created` payload. */
 export const noteWire = z
   .object({
@@ -288,27 +298,13 @@ export const eventCatalog = {
   'conversation.queued': declare({
     audiences: ['global', 'visitor'],
     description: 'A conversation waits for an agent (new, or transferred back to a queue); `queue_position` from 1.',
-    payload: z
-      .object({ ...conversationRef, group_id: z.string().nullable(), queue_position: z.number().int() })
-      .strict(),
-    toWire: (d: ConversationRef & { groupId: string | null; queuePosition: number }) => ({
-      ...toConversationRef(d),
-      group_id: d.groupId,
-      queue_position: d.queuePosition,
-    }),
+    ...queuePlace,
   }),
   'conversation.queue_position': declare({
     audiences: ['visitor'],
     description:
       'The visitor’s place in its group’s queue moved (conversations ahead were served, closed or claimed, or went ahead of it): `queue_position` from 1, pushed after the change by the queue’s drain, once per new position.',
-    payload: z
-      .object({ ...conversationRef, group_id: z.string().nullable(), queue_position: z.number().int() })
-      .strict(),
-    toWire: (d: ConversationRef & { groupId: string | null; queuePosition: number }) => ({
-      ...toConversationRef(d),
-      group_id: d.groupId,
-      queue_position: d.queuePosition,
-    }),
+    ...queuePlace,
   }),
   'conversation.assigned': declare({
     webhook: 1,
