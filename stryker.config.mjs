@@ -121,7 +121,7 @@ export const parts = {
   postgres: {
     mutate: [
       'src/resolvers/chat-rows.ts',
-      'src/resolvers/messages.ts',
+      'src/resolvers/messages/**/*.ts',
       'src/resolvers/conversations/assignment.ts',
       'src/resolvers/conversations/context.ts',
       'src/resolvers/conversations/queue.ts',

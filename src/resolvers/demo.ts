@@ -4,7 +4,8 @@ import { demoMerchantIds, seedDemoData } from '../db/seed.js';
 import type { Deps } from '../deps.js';
 import { claimConversation, pinConversation } from './conversations/agent-actions.js';
 import { assignAgent } from './conversations/routing.js';
-import { markRead, sendMessage } from './messages.js';
+import { markRead } from './messages/read.js';
+import { sendMessage } from './messages/send.js';
 import type { AgentViewer, VisitorViewer } from './viewer.js';
 
 /**

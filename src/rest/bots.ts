@@ -3,7 +3,7 @@ import { required, text } from '../resolvers/inputs.js';
 import { type BotView, createBot, listBots, setBotDisabled } from '../resolvers/integration/bots/bots.js';
 import { botHandoff, type HandoffResult, handoffInput, requestHuman } from '../resolvers/integration/bots/handoff.js';
 import { requireBot } from '../resolvers/integration/bots/viewer.js';
-import { sendInput, sendMessage } from '../resolvers/messages.js';
+import { sendInput, sendMessage } from '../resolvers/messages/send.js';
 import { exampleMessage, legacySend, sendData } from './chat-data.js';
 import { legacyInput } from './legacy-input.js';
 import { type AnyRoute, jsonRoute } from './route.js';

@@ -3,7 +3,9 @@ import type { listConversations } from '../resolvers/conversations/queries.js';
 import type { AssignResult } from '../resolvers/conversations/routing.js';
 import type { ConversationView } from '../resolvers/conversations/view.js';
 import { agentBriefWire, messageWire, toAgentBriefWire, toMessageWire } from '../resolvers/event-catalog.js';
-import type { MessagePage, ReadResult, SendResult } from '../resolvers/messages.js';
+import type { MessagePage } from '../resolvers/messages/history.js';
+import type { ReadResult } from '../resolvers/messages/read.js';
+import type { SendResult } from '../resolvers/messages/send.js';
 
 /**
  * The legacy chat endpoints' answers (docs/chat.md): their snake_case shapes, the mappings from

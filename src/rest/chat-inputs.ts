@@ -4,7 +4,10 @@ import { listInput } from '../resolvers/conversations/queries.js';
 import { rateInput } from '../resolvers/conversations/rating.js';
 import { assignInput } from '../resolvers/conversations/routing.js';
 import { transferInput } from '../resolvers/conversations/transfer.js';
-import { historyInput, readInput, sendInput, typingInput } from '../resolvers/messages.js';
+import { historyInput } from '../resolvers/messages/history.js';
+import { readInput } from '../resolvers/messages/read.js';
+import { sendInput } from '../resolvers/messages/send.js';
+import { typingInput } from '../resolvers/messages/typing.js';
 import { formBool, formInt, legacyInput } from './legacy-input.js';
 
 /**

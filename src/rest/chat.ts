@@ -4,7 +4,10 @@ import { listConversations, loadConversation } from '../resolvers/conversations/
 import { rateConversation } from '../resolvers/conversations/rating.js';
 import { assignAgent } from '../resolvers/conversations/routing.js';
 import { transferConversation } from '../resolvers/conversations/transfer.js';
-import { listMessages, markRead, sendMessage, setTyping } from '../resolvers/messages.js';
+import { listMessages } from '../resolvers/messages/history.js';
+import { markRead } from '../resolvers/messages/read.js';
+import { sendMessage } from '../resolvers/messages/send.js';
+import { setTyping } from '../resolvers/messages/typing.js';
 import {
   assignData,
   conversationData,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { listConversations, loadConversation } from '../resolvers/conversations/queries.js';
 import { publishEventInput } from '../resolvers/inputs.js';
 import { publishMerchantEvent } from '../resolvers/integration/api-keys/publish.js';
-import { listMessages } from '../resolvers/messages.js';
+import { listMessages } from '../resolvers/messages/history.js';
 import {
   conversationData,
   conversationPageData,

@@ -1,7 +1,7 @@
 import { type BotView, createBot, listBots, setBotDisabled } from '../resolvers/integration/bots/bots.js';
 import { botHandoff, type HandoffResult, requestHuman } from '../resolvers/integration/bots/handoff.js';
 import { requireBot } from '../resolvers/integration/bots/viewer.js';
-import { sendMessage } from '../resolvers/messages.js';
+import { sendMessage } from '../resolvers/messages/send.js';
 import { builder } from './builder.js';
 import { ConversationStateEnum } from './conversation.js';
 import { SendResultRef } from './message.js';

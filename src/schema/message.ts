@@ -1,15 +1,8 @@
 import type { AttachmentView, MessageView } from '../resolvers/event-catalog.js';
-import {
-  listMessages,
-  MAX_PAGE,
-  MAX_TEXT,
-  type MessagePage,
-  markRead,
-  type ReadResult,
-  type SendResult,
-  sendMessage,
-  setTyping,
-} from '../resolvers/messages.js';
+import { listMessages, MAX_PAGE, type MessagePage } from '../resolvers/messages/history.js';
+import { markRead, type ReadResult } from '../resolvers/messages/read.js';
+import { MAX_TEXT, type SendResult, sendMessage } from '../resolvers/messages/send.js';
+import { setTyping } from '../resolvers/messages/typing.js';
 import { chatViewer, defined, readerViewer } from './args.js';
 import { builder } from './builder.js';
 import { ConversationStateEnum } from './conversation.js';

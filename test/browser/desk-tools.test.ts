@@ -5,7 +5,7 @@ import { agents } from '../../src/db/schema.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { createCannedResponse } from '../../src/resolvers/desk/canned.js';
-import { sendMessage } from '../../src/resolvers/messages.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,

@@ -13,7 +13,7 @@ import { declareKind, prepareUpload, type Uploader, uploaderOf } from '../../src
 import { purgeUploads } from '../../src/resolvers/attachments/purge.js';
 import { cleanFileName, receiveUpload } from '../../src/resolvers/attachments/upload.js';
 import { createWorkPool } from '../../src/resolvers/attachments/work-pool.js';
-import { sendMessage } from '../../src/resolvers/messages.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import type { ObjectStorage } from '../../src/stores/storage/index.js';
 import {
   type Factories,

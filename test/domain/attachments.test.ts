@@ -30,7 +30,7 @@ import {
 } from '../../src/resolvers/attachments/policy.js';
 import { sniff } from '../../src/resolvers/attachments/sniff.js';
 import { cleanFileName, receiveUpload, THUMBNAIL_PX } from '../../src/resolvers/attachments/upload.js';
-import { sendMessage } from '../../src/resolvers/messages.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import type { ObjectStorage } from '../../src/stores/storage/index.js';
 import {
   eventually,

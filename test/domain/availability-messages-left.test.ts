@@ -18,7 +18,8 @@ import { closeIdleConversations } from '../../src/resolvers/conversations/closin
 import { drainQueue } from '../../src/resolvers/conversations/queue.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
-import { listMessages, sendMessage } from '../../src/resolvers/messages.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { createObjectStorage } from '../../src/stores/storage/index.js';
 import { codeOf, eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 

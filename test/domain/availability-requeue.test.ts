@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../src/db/schema.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
-import { listMessages } from '../../src/resolvers/messages.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
 import { settleExpiredPresence } from '../../src/resolvers/presence.js';
 import { type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
 

@@ -11,7 +11,9 @@ import { closeConversation } from '../../src/resolvers/conversations/closing.js'
 import { listConversations } from '../../src/resolvers/conversations/queries.js';
 import { assignAgent, openNewConversation } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel } from '../../src/resolvers/events.js';
-import { listMessages, sendMessage, setTyping } from '../../src/resolvers/messages.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
+import { setTyping } from '../../src/resolvers/messages/typing.js';
 import {
   type Factories,
   meanwhileBeforeNextTransaction,

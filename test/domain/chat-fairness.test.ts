@@ -8,7 +8,7 @@ import { leaveContactDetails } from '../../src/resolvers/availability/messages-l
 import { createSendGate } from '../../src/resolvers/budgets/chat.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { requestHuman } from '../../src/resolvers/integration/bots/handoff.js';
-import { sendMessage } from '../../src/resolvers/messages.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**

@@ -9,7 +9,10 @@ import { loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
 import { agentChannel } from '../../src/resolvers/events.js';
-import { listMessages, MAX_TEXT, markRead, sendMessage, setTyping } from '../../src/resolvers/messages.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { markRead } from '../../src/resolvers/messages/read.js';
+import { MAX_TEXT, sendMessage } from '../../src/resolvers/messages/send.js';
+import { setTyping } from '../../src/resolvers/messages/typing.js';
 import { drainOutbox } from '../../src/resolvers/outbox.js';
 import { loadWorkbench } from '../../src/resolvers/workbench.js';
 import {

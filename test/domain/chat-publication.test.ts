@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { eventOutbox } from '../../src/db/schema.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel } from '../../src/resolvers/events.js';
-import { sendMessage } from '../../src/resolvers/messages.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { drainOutbox, enqueueEvent, OUTBOX_LEASE_MS, publishOutbox, visitorKey } from '../../src/resolvers/outbox.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import {

@@ -10,7 +10,9 @@ import { rateConversation } from '../../src/resolvers/conversations/rating.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
 import { agentChannel, globalChannel } from '../../src/resolvers/events.js';
-import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { markRead } from '../../src/resolvers/messages/read.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
 import {
   eventually,

@@ -4,7 +4,9 @@ import { conversations, messages } from '../../src/db/schema.js';
 import { loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { addNote, listNotes, MAX_NOTE } from '../../src/resolvers/desk/notes.js';
 import { agentChannel } from '../../src/resolvers/events.js';
-import { listMessages, markRead, sendMessage } from '../../src/resolvers/messages.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { markRead } from '../../src/resolvers/messages/read.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { type Factories, recordEvents, refusalOf, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**

@@ -9,7 +9,10 @@ import { closeConversation } from '../../src/resolvers/conversations/closing.js'
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
 import { agentChannel } from '../../src/resolvers/events.js';
-import { historyOnlyMine, listMessages, markRead, sendMessage, setTyping } from '../../src/resolvers/messages.js';
+import { historyOnlyMine, listMessages } from '../../src/resolvers/messages/history.js';
+import { markRead } from '../../src/resolvers/messages/read.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
+import { setTyping } from '../../src/resolvers/messages/typing.js';
 import { setAgentState } from '../../src/resolvers/presence.js';
 import { rateLimiterFactory } from '../../src/stores/rate-limits.js';
 import {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { agentGroups } from '../../src/db/schema.js';
 import { pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
-import { sendMessage } from '../../src/resolvers/messages.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { loadAgentProfile, loadWorkbench } from '../../src/resolvers/workbench.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 

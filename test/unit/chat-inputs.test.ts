@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.js';
 import { parseInput } from '../../src/resolvers/inputs.js';
-import { MAX_PAGE, MAX_TEXT } from '../../src/resolvers/messages.js';
+import { MAX_PAGE } from '../../src/resolvers/messages/history.js';
+import { MAX_TEXT } from '../../src/resolvers/messages/send.js';
 import {
   agentChatListInput,
   agentConversationInput,

@@ -8,7 +8,7 @@ import { latestConversation, openConversation, requireMerchantVisitor } from '..
 import type { NoteView } from '../event-catalog.js';
 import { agentChannel } from '../events.js';
 import { parseInput, required } from '../inputs.js';
-import { historyOnlyMine } from '../messages.js';
+import { historyOnlyMine } from '../messages/history.js';
 import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
 

@@ -17,7 +17,8 @@ import {
 } from '../../../src/resolvers/integration/api-keys/keys.js';
 import { publishMerchantEvent } from '../../../src/resolvers/integration/api-keys/publish.js';
 import { requireScope } from '../../../src/resolvers/integration/api-keys/scopes.js';
-import { listMessages, sendMessage } from '../../../src/resolvers/messages.js';
+import { listMessages } from '../../../src/resolvers/messages/history.js';
+import { sendMessage } from '../../../src/resolvers/messages/send.js';
 import { requireVisitor } from '../../../src/resolvers/viewer.js';
 import { issueVisitorToken } from '../../../src/resolvers/visitor.js';
 import { codeOf, type Factories, secondInstance, type TestDeps, useTestDeps } from '../../support/deps.js';

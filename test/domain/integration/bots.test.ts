@@ -12,7 +12,8 @@ import { revokeApiKey } from '../../../src/resolvers/integration/api-keys/keys.j
 import { createBot, listBots, setBotDisabled } from '../../../src/resolvers/integration/bots/bots.js';
 import { botHandoff, handOffOverdueBots, requestHuman } from '../../../src/resolvers/integration/bots/handoff.js';
 import { type BotViewer, requireBot } from '../../../src/resolvers/integration/bots/viewer.js';
-import { listMessages, sendMessage } from '../../../src/resolvers/messages.js';
+import { listMessages } from '../../../src/resolvers/messages/history.js';
+import { sendMessage } from '../../../src/resolvers/messages/send.js';
 import type { AgentViewer } from '../../../src/resolvers/viewer.js';
 import { loadWorkbench } from '../../../src/resolvers/workbench.js';
 import {

@@ -30,7 +30,7 @@ import {
   testWebhookEndpoint,
 } from '../../../src/resolvers/integration/webhooks/log.js';
 import { signWebhook } from '../../../src/resolvers/integration/webhooks/signing.js';
-import { sendMessage } from '../../../src/resolvers/messages.js';
+import { sendMessage } from '../../../src/resolvers/messages/send.js';
 import { codeOf, eventually, factories, secondInstance, type TestDeps, testDeps } from '../../support/deps.js';
 import { webhookReceiver } from '../../support/webhook-receiver.js';
 
