@@ -125,7 +125,7 @@ export const parts = {
       'src/resolvers/conversations/assignment.ts',
       'src/resolvers/conversations/context.ts',
       'src/resolvers/conversations/queue.ts',
-      'src/resolvers/outbox.ts',
+      'src/resolvers/outbox/**/*.ts',
       'src/resolvers/integration/bots/handoff.ts',
     ],
     vitestConfig: 'vitest.mutation.config.ts',

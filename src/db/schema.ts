@@ -415,7 +415,7 @@ export const messages = pgTable(
 
 /**
  * Events committed with the rows they describe and published after the commit; whatever a
- * crash left here is published by any instance's drain (see src/resolvers/outbox.ts).
+ * crash left here is published by any instance's drain (see src/resolvers/outbox/).
  * `order_key` names the sequence a row belongs to (a visitor's conversations, a merchant's
  * business hours, a webhook's order key): rows of one key leave in `id` order, one publisher at
  * a time; rows of different keys are published independently.
@@ -432,7 +432,7 @@ export const eventOutbox = pgTable(
     /**
      * Set on the rows of a send that found no earlier row of its key pending: the sending instance
      * publishes them itself right after its commit, and every other publisher leaves the key until
-     * then (src/resolvers/outbox.ts, "owned publication"). Null on every other row.
+     * then (src/resolvers/outbox/claimed.ts, "owned publication"). Null on every other row.
      */
     claimedUntil: timestamp('claimed_until', { withTimezone: true }),
   },

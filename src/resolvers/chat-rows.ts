@@ -7,7 +7,9 @@ import type { AttachmentView, MessageView } from './event-catalog.js';
 import { toWire } from './event-catalog.js';
 import { adminChannel, agentChannel } from './events.js';
 import { webhookOutboxRow } from './integration/webhooks/events.js';
-import { type ClaimedRow, OUTBOX_LEASE_MS, rowsOf, type Tx, visitorKey } from './outbox.js';
+import type { ClaimedRow } from './outbox/claimed.js';
+import { rowsOf, type Tx, visitorKey } from './outbox/enqueue.js';
+import { OUTBOX_LEASE_MS } from './outbox/rounds.js';
 
 /**
  * What the chat's domain files share: loading a conversation with what its events need, and
@@ -288,7 +290,7 @@ export interface MessageTarget {
  * outbox (the visitor's channel, the agent's when assigned, the admins', the webhook row, in this order: their
  * ids follow it), in one statement. With `claim` (a send), the rows are claimed for the sender's
  * own publication after commit when no earlier row of the key is pending — read in this
- * statement, after the bump's row lock (outbox.ts, "owned publication"); `claimed` then lists
+ * statement, after the bump's row lock (outbox/claimed.ts, "owned publication"); `claimed` then lists
  * them in order, else it is null and the caller publishes through `publishOutbox`.
  */
 export async function insertMessage(

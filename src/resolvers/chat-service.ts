@@ -2,7 +2,7 @@ import type { Deps } from '../deps.js';
 import { closeIdleConversations } from './conversations/closing.js';
 import { drainAllQueues } from './conversations/queue.js';
 import { handOffOverdueBots } from './integration/bots/handoff.js';
-import { drainOutbox } from './outbox.js';
+import { drainOutbox } from './outbox/publish.js';
 
 /**
  * The chat's background work on one instance, started and stopped by the composition root:

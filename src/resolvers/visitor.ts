@@ -12,7 +12,7 @@ import { displayName, languageTag, parseInput, required, text } from './inputs.j
 import { enqueueWebhookEvent } from './integration/webhooks/events.js';
 import { findMerchantByAppkey, merchantConfig, type UploadLimits, uploadLimitsOf } from './merchant.js';
 import { announceVisitorTokenRevoked } from './merchant-config.js';
-import { visitorKey } from './outbox.js';
+import { visitorKey } from './outbox/enqueue.js';
 import { hashToken, type VisitorViewer } from './viewer.js';
 import { announceOnline } from './visitor-online.js';
 

@@ -13,7 +13,7 @@ import { listMessages } from '../../src/resolvers/messages/history.js';
 import { markRead } from '../../src/resolvers/messages/read.js';
 import { MAX_TEXT, sendMessage } from '../../src/resolvers/messages/send.js';
 import { setTyping } from '../../src/resolvers/messages/typing.js';
-import { drainOutbox } from '../../src/resolvers/outbox.js';
+import { drainOutbox } from '../../src/resolvers/outbox/publish.js';
 import { loadWorkbench } from '../../src/resolvers/workbench.js';
 import {
   codeOf,

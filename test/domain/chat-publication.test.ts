@@ -4,7 +4,9 @@ import { eventOutbox } from '../../src/db/schema.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { sendMessage } from '../../src/resolvers/messages/send.js';
-import { drainOutbox, enqueueEvent, OUTBOX_LEASE_MS, publishOutbox, visitorKey } from '../../src/resolvers/outbox.js';
+import { enqueueEvent, visitorKey } from '../../src/resolvers/outbox/enqueue.js';
+import { drainOutbox, publishOutbox } from '../../src/resolvers/outbox/publish.js';
+import { OUTBOX_LEASE_MS } from '../../src/resolvers/outbox/rounds.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
 import {
   eventually,
@@ -130,7 +132,7 @@ describe('Publication per conversation', () => {
 });
 
 /**
- * Owned publication (src/resolvers/outbox.ts): a send that finds nothing of its key pending
+ * Owned publication (src/resolvers/outbox/claimed.ts): a send that finds nothing of its key pending
  * claims its rows and publishes them itself after its commit, with no round; every other
  * publisher leaves the key while the claim stands.
  */

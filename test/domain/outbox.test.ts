@@ -4,14 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { conversations, eventOutbox } from '../../src/db/schema.js';
 import { createChatService } from '../../src/resolvers/chat-service.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
-import {
-  drainOutbox,
-  enqueueEvent,
-  OUTBOX_LEASE_MS,
-  OUTBOX_LOCK_SPACE,
-  publishOutbox,
-  rowsOf,
-} from '../../src/resolvers/outbox.js';
+import { enqueueEvent, rowsOf } from '../../src/resolvers/outbox/enqueue.js';
+import { drainOutbox, publishOutbox } from '../../src/resolvers/outbox/publish.js';
+import { OUTBOX_LEASE_MS, OUTBOX_LOCK_SPACE } from '../../src/resolvers/outbox/rounds.js';
 import {
   eventually,
   type Factories,

@@ -6,7 +6,8 @@ import { DomainError } from '../../errors.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
-import { enqueueEvent, merchantKey, publishOutbox, type Tx } from '../outbox.js';
+import { enqueueEvent, merchantKey, type Tx } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { type BusinessHoursView, businessHoursAt, calendarInput, hhmmOf, toCalendar } from './business-hours.js';
 

@@ -5,7 +5,15 @@ import { newId } from '../../ids.js';
 import { appendMessage, type ConversationContext, participantChannels, preview, toMessageView } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { enqueueWebhookEvent, webhookOutboxRow } from '../integration/webhooks/events.js';
-import { enqueueEvent, enqueueRows, type OutboxRow, outboxRow, rowsOf, type Tx, visitorKey } from '../outbox.js';
+import {
+  enqueueEvent,
+  enqueueRows,
+  type OutboxRow,
+  outboxRow,
+  rowsOf,
+  type Tx,
+  visitorKey,
+} from '../outbox/enqueue.js';
 
 /**
  * Queued → active: one conversation (a claim) or a drain's whole pass at once. Both are a

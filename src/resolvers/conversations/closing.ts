@@ -6,7 +6,8 @@ import { appendMessage, type ConversationContext, openConversation } from '../ch
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, publishOutbox, type Tx, visitorKey } from '../outbox.js';
+import { enqueueEvent, type Tx, visitorKey } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
 import { drainQueueQuietly } from './queue.js';

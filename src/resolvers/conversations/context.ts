@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DomainError } from '../../errors.js';
 import { type ConversationContext, openConversation, requireMerchantVisitor } from '../chat-rows.js';
 import { required } from '../inputs.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 import type { AgentViewer } from '../viewer.js';
 
 /** What the conversation operations share: the id rule, the visitor an agent names, the open conversation it acts on. */

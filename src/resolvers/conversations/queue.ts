@@ -4,7 +4,8 @@ import type { Deps } from '../../deps.js';
 import { groupOpenAt } from '../availability/calendars.js';
 import { chooseAgent, type RoutingPolicy } from '../availability/routing/policies.js';
 import { type ConversationContext, selectContexts } from '../chat-rows.js';
-import { enqueueRows, outboxRow, publishOutbox, rowsOf, type Tx, visitorKey } from '../outbox.js';
+import { enqueueRows, outboxRow, rowsOf, type Tx, visitorKey } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { TICKET_AGENT } from '../viewer.js';
 import { assignMany } from './assignment.js';
 

@@ -3,7 +3,8 @@ import { agents, conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
-import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
+import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { drainQueue } from './queue.js';
 import { enqueueQueued } from './routing.js';
 

@@ -3,14 +3,14 @@ import { agents, type Conversation, conversations, visitors } from '../../db/sch
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import type { AgentBrief } from '../event-catalog.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 
 /**
  * Conversations (this folder): assignment with automatic routing and a FIFO queue (routing.ts),
  * claim and pin (agent-actions.ts), transfer (transfer.ts), close, either side or idle
  * (closing.ts), rating (rating.ts), reading (queries.ts). Every transition is a compare-and-set
  * on the conversation's state (and version) inside a transaction that also writes the system
- * message and the outbox rows of its events; events are published after the commit (outbox.ts).
+ * message and the outbox rows of its events; events are published after the commit (outbox/).
  *
  * Lock order, so concurrent operations never deadlock: agent rows (by id) first, then
  * conversation rows.

@@ -8,7 +8,7 @@ import { newId } from '../../ids.js';
 import { LEVELS } from '../admin.js';
 import { skillList } from '../availability/routing/rules.js';
 import { displayName, parseInput, required } from '../inputs.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 import type { SessionDirectory } from '../session.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { type AgentProfile, loadAgentProfile } from '../workbench.js';

@@ -4,7 +4,7 @@ import type { Db } from '../../db/client.js';
 import { type AuditActorKind, auditLog } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { parseInput, text } from '../inputs.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 
 /**

@@ -5,7 +5,7 @@ import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { parseInput, required, text } from '../inputs.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin, requireOnlineReception } from '../viewer.js';
 import { auditedAgent, recordAudit } from './audit.js';
 import { isUniqueViolation, likeLiteral } from './constraints.js';

@@ -8,7 +8,7 @@ import { ROUTING_POLICIES, type RoutingPolicy } from '../availability/routing/po
 import { skillList } from '../availability/routing/rules.js';
 import { displayName, parseInput, required } from '../inputs.js';
 import { announceMerchantConfigChanged } from '../merchant-config.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { agentsOfMerchant } from './agents.js';
 import { auditedAgent, recordAudit } from './audit.js';

@@ -9,7 +9,8 @@ import type { NoteView } from '../event-catalog.js';
 import { agentChannel } from '../events.js';
 import { parseInput, required } from '../inputs.js';
 import { historyOnlyMine } from '../messages/history.js';
-import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
+import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
 
 /**

@@ -7,7 +7,7 @@ import type { SWITCH_KEYS } from '../admin.js';
 import { displayName, parseInput } from '../inputs.js';
 import { isEditable } from '../merchant.js';
 import { announceMerchantConfigChanged } from '../merchant-config.js';
-import type { Tx } from '../outbox.js';
+import type { Tx } from '../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { auditedAgent, recordAudit } from './audit.js';
 

@@ -5,7 +5,8 @@ import type { Deps } from '../../deps.js';
 import { unreadForAgent, unreadForVisitor } from '../conversations/view.js';
 import { agentChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
-import { enqueueEvent, publishOutbox, visitorKey } from '../outbox.js';
+import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { type ChatViewer, currentConversation, id, targetVisitor } from './target.js';
 
 /** Read positions with receipts. */

@@ -19,7 +19,9 @@ import { assignAgent } from '../conversations/routing.js';
 import type { ConversationState } from '../conversations/view.js';
 import type { AttachmentView, MessageView } from '../event-catalog.js';
 import { parseInput, required, text } from '../inputs.js';
-import { publishClaimed, publishOutbox, visitorKey } from '../outbox.js';
+import { publishClaimed } from '../outbox/claimed.js';
+import { visitorKey } from '../outbox/enqueue.js';
+import { publishOutbox } from '../outbox/publish.js';
 import { type ChatViewer, id, type SenderViewer, sender, targetVisitor } from './target.js';
 
 /** Sending a message: exactly once per `client_msg_id`, strictly ordered by `seq`. */
@@ -116,7 +118,7 @@ export async function sendMessage(deps: Deps, viewer: SenderViewer, given: SendI
  * reason (a copy committed before, in any conversation of the visitor; the conversation closed,
  * reassigned or handed off since that copy) answers with the stored copy when there is one.
  * Four statements (begin; lock and bump; the message with its outbox rows; commit), then the
- * events published by this instance at once when it could claim them (outbox.ts, "owned
+ * events published by this instance at once when it could claim them (outbox/claimed.ts, "owned
  * publication"), else through `publishOutbox`.
  */
 async function storeSend(

@@ -5,7 +5,7 @@ import type { Deps } from '../../../deps.js';
 import { DomainError } from '../../../errors.js';
 import { auditedAgent, recordAudit } from '../../desk/audit.js';
 import { parseInput, required } from '../../inputs.js';
-import type { Tx } from '../../outbox.js';
+import type { Tx } from '../../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../../viewer.js';
 
 /**

@@ -8,7 +8,7 @@ import { DomainError } from '../../../errors.js';
 import { API_KEY_PREFIX, newId } from '../../../ids.js';
 import { type AuditActor, auditedAgent, recordAudit } from '../../desk/audit.js';
 import { parseInput, required } from '../../inputs.js';
-import type { Tx } from '../../outbox.js';
+import type { Tx } from '../../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../../viewer.js';
 import { type ApiKeyScope, scopesInput } from './scopes.js';
 

@@ -7,7 +7,7 @@ import { newId } from '../../../ids.js';
 import { groupFor } from '../../conversations/routing.js';
 import { auditedAgent, recordAudit } from '../../desk/audit.js';
 import { parseInput } from '../../inputs.js';
-import type { Tx } from '../../outbox.js';
+import type { Tx } from '../../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../../viewer.js';
 import { issueApiKey } from '../api-keys/keys.js';
 import type { ApiKeyScope } from '../api-keys/scopes.js';

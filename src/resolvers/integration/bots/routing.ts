@@ -2,7 +2,7 @@ import { and, asc, eq, isNull, or, sql } from 'drizzle-orm';
 import { type Bot, bots } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
 import { appendMessage, type ConversationContext } from '../../chat-rows.js';
-import type { Tx } from '../../outbox.js';
+import type { Tx } from '../../outbox/enqueue.js';
 
 /**
  * Routing to a bot (docs/integration.md "Bots"): when the merchant has an enabled bot for the

@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { and, eq, sql } from 'drizzle-orm';
 import { webhookDeliveries, webhookEndpoints } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
-import { rowsOf } from '../../outbox.js';
+import { rowsOf } from '../../outbox/enqueue.js';
 import { checkedLookup, isPrivateAddress, PrivateAddressError } from './addresses.js';
 import { webhookHeaders } from './signing.js';
 

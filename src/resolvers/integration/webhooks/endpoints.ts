@@ -7,7 +7,7 @@ import { newId } from '../../../ids.js';
 import { recordAudit } from '../../desk/audit.js';
 import { webhookEventNames } from '../../event-catalog.js';
 import { parseInput } from '../../inputs.js';
-import type { Tx } from '../../outbox.js';
+import type { Tx } from '../../outbox/enqueue.js';
 import { auditedManager, type MerchantManager, requireManager } from '../api-keys/manager.js';
 import { checkedAddresses, PrivateAddressError } from './addresses.js';
 import { newWebhookSecret } from './signing.js';

@@ -2,7 +2,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import { eventOutbox, webhookDeliveries, webhookEndpoints } from '../../../db/schema.js';
 import { newId } from '../../../ids.js';
 import { type EventData, eventCatalog, toWire, type WebhookEventName } from '../../event-catalog.js';
-import type { OutboxRow, Tx } from '../../outbox.js';
+import type { OutboxRow, Tx } from '../../outbox/enqueue.js';
 
 /**
  * Webhook events ride the outbox: the chat's transaction writes one outbox row per event on the
