@@ -70,6 +70,12 @@ export interface Config {
     humanRequestsPerHour: number;
     /** Requests for a human one merchant's visitors may make per minute, all together. */
     merchantHumanRequestsPerMinute: number;
+    /** Reads a visitor may make per minute (its messages, conversation and bootstrap, together). */
+    visitorReadsPerMinute: number;
+    /** Read receipts a visitor may send per minute (`markRead`, `/visitor/message/read`). */
+    readMarksPerMinute: number;
+    /** Ratings a visitor may send per hour (`rateConversation`, `/visitor/chat/rate`), repeats included. */
+    ratingsPerHour: number;
   };
   logLevel: string;
   presenceGraceSeconds: number;
@@ -215,6 +221,9 @@ const envSchema = z.object({
   CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE: int(1, 10_000_000).default(300),
   CHAT_HUMAN_REQUESTS_PER_HOUR: int(1, 1_000_000).default(10),
   CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE: int(1, 10_000_000).default(300),
+  CHAT_VISITOR_READS_PER_MINUTE: int(1, 10_000_000).default(600),
+  CHAT_READ_MARKS_PER_MINUTE: int(1, 10_000_000).default(300),
+  CHAT_RATINGS_PER_HOUR: int(1, 1_000_000).default(10),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PRESENCE_GRACE_SECONDS: int(0, 3600).default(15),
   CHANNEL_HISTORY_SIZE: int(10, 1_000_000).default(1000),
@@ -345,6 +354,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       merchantContactDetailsPerMinute: e.CHAT_MERCHANT_CONTACT_DETAILS_PER_MINUTE,
       humanRequestsPerHour: e.CHAT_HUMAN_REQUESTS_PER_HOUR,
       merchantHumanRequestsPerMinute: e.CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE,
+      visitorReadsPerMinute: e.CHAT_VISITOR_READS_PER_MINUTE,
+      readMarksPerMinute: e.CHAT_READ_MARKS_PER_MINUTE,
+      ratingsPerHour: e.CHAT_RATINGS_PER_HOUR,
     },
     logLevel: e.LOG_LEVEL,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,

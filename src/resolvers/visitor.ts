@@ -8,6 +8,7 @@ import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { isApiKeyShaped, newId, newSecret } from '../ids.js';
 import { type BusinessHoursView, businessHoursAt } from './availability/business-hours.js';
+import { chargeVisitorRead } from './budgets/chat.js';
 import { displayName, languageTag, parseInput, required, text } from './inputs.js';
 import { enqueueWebhookEvent } from './integration/webhooks/events.js';
 import { findMerchantByAppkey, merchantConfig, type UploadLimits, uploadLimitsOf } from './merchant.js';
@@ -91,6 +92,8 @@ export async function loadVisitorBootstrap(
   viewer: VisitorViewer,
   opts: { wsAddress: string },
 ): Promise<VisitorBootstrap> {
+  // A visitor's reads have a budget, counted before any statement (budgets/chat.ts).
+  await chargeVisitorRead(deps, viewer);
   // The visitor's own rows from the database (or, embedded, from memory until a write to them);
   // the merchant's configuration from memory.
   const { visitorId, merchantId } = viewer;

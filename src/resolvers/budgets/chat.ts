@@ -139,6 +139,42 @@ export async function chargeHumanRequest(deps: Deps, viewer: VisitorViewer): Pro
     .consume(viewer.visitorId, wait('requests for a human this hour'));
 }
 
+/**
+ * Counts a visitor read (`/visitor/message/list`, `/visitor/chat/get`, `/visitor/data/get` and
+ * their GraphQL fields): each is a few statements, so a visitor's reads share one budget per
+ * minute, far above what the widget's loading, reconnecting and paging use.
+ */
+export async function chargeVisitorRead(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  await deps
+    .rateLimiter({
+      name: 'chat-visitor-reads',
+      points: deps.config.chatLimits.visitorReadsPerMinute,
+      durationSeconds: 60,
+    })
+    .consume(viewer.visitorId, wait('reads'));
+}
+
+/**
+ * Counts a visitor's read receipt (`/visitor/message/read`, `markRead`): each is a transaction,
+ * even one that moves nothing; per visitor per minute (the widget sends at most one per 300 ms
+ * while messages arrive).
+ */
+export async function chargeReadMark(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  await deps
+    .rateLimiter({ name: 'chat-read-marks', points: deps.config.chatLimits.readMarksPerMinute, durationSeconds: 60 })
+    .consume(viewer.visitorId, wait('read receipts'));
+}
+
+/**
+ * Counts a visitor's rating (`/visitor/chat/rate`, `rateConversation`): a repeat is refused as
+ * already rated, but only after a row-locked transaction; per visitor per hour.
+ */
+export async function chargeRating(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  await deps
+    .rateLimiter({ name: 'chat-ratings', points: deps.config.chatLimits.ratingsPerHour, durationSeconds: 3600 })
+    .consume(viewer.visitorId, wait('ratings this hour'));
+}
+
 /** Counts a conversation the visitor closes. */
 export async function chargeConversationClosed(deps: Deps, viewer: VisitorViewer): Promise<void> {
   await deps

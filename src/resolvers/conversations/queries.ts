@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { type Conversation, conversations, visitors } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
+import { chargeVisitorRead } from '../budgets/chat.js';
 import { latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
 import { decodeCursor, encodeCursor } from '../cursors.js';
 import { parseInput, text } from '../inputs.js';
@@ -33,8 +34,11 @@ export async function loadConversation(
   given: Partial<VisitorRef> = {},
 ): Promise<ConversationView | null> {
   let visitorId: string;
-  if (viewer.kind === 'visitor') visitorId = viewer.visitorId;
-  else {
+  if (viewer.kind === 'visitor') {
+    // A visitor's reads have a budget, counted before any statement (budgets/chat.ts).
+    await chargeVisitorRead(deps, viewer);
+    visitorId = viewer.visitorId;
+  } else {
     if (viewer.kind === 'agent') requireOnlineReception(viewer);
     else requireScope(viewer, 'conversations:read');
     visitorId = parseInput(visitorRef, given).visitorId;

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { conversations, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
+import { chargeRating } from '../budgets/chat.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
 import { flag, parseInput, text } from '../inputs.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
@@ -26,6 +27,8 @@ export type RateInput = z.input<typeof rateInput>;
  * `session_invite_resolved`) switch is on.
  */
 export async function rateConversation(deps: Deps, viewer: VisitorViewer, given: RateInput): Promise<ConversationView> {
+  // A repeat is refused as already rated, but only after a locked transaction: counted first (budgets/chat.ts).
+  await chargeRating(deps, viewer);
   const input = parseInput(rateInput, given);
   const [merchant] = await deps.db
     .select({ switches: merchants.switches })

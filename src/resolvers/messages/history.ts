@@ -4,6 +4,7 @@ import { attachments, conversations, merchants, messages } from '../../db/schema
 import type { Deps } from '../../deps.js';
 import { badInput } from '../../errors.js';
 import { attachmentViewOf } from '../attachments/download.js';
+import { chargeVisitorRead } from '../budgets/chat.js';
 import { latestConversation, requireMerchantVisitor, toMessageView } from '../chat-rows.js';
 import { decodeCursor, encodeCursor } from '../cursors.js';
 import type { MessageView } from '../event-catalog.js';
@@ -86,6 +87,8 @@ export async function listMessages(
   viewer: ChatViewer | ApiKeyViewer,
   given: HistoryInput = {},
 ): Promise<MessagePage> {
+  // Anyone can get a visitor token: a visitor's reads have a budget, counted before any statement.
+  if (viewer.kind === 'visitor') await chargeVisitorRead(deps, viewer);
   const input = parseInput(historyInput, given);
   if (input.before && input.after) throw badInput('give before or after, not both');
   // A key with conversations:read reads any visitor of its merchant, as an admin would.

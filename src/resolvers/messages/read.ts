@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
+import { chargeReadMark } from '../budgets/chat.js';
 import { unreadForAgent, unreadForVisitor } from '../conversations/view.js';
 import { agentChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
@@ -35,6 +36,8 @@ export interface ReadResult {
  * the position moved, sends a `message.read` receipt to both sides.
  */
 export async function markRead(deps: Deps, viewer: ChatViewer, given: ReadInput): Promise<ReadResult> {
+  // Each call is a transaction, even one that moves nothing: a visitor's have a budget (budgets/chat.ts).
+  if (viewer.kind === 'visitor') await chargeReadMark(deps, viewer);
   const input = parseInput(readInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
   const ctx = await currentConversation(deps, viewer, visitorId);

@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import type { Deps } from '../../src/deps.js';
+import { DomainError } from '../../src/errors.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
+import { loadConversation } from '../../src/resolvers/conversations/queries.js';
+import { rateConversation } from '../../src/resolvers/conversations/rating.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { markRead } from '../../src/resolvers/messages/read.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
+import { loadVisitorBootstrap } from '../../src/resolvers/visitor.js';
+import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
+
+/**
+ * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts and ratings are
+ * counted per visitor before any statement, refused RATE_LIMITED with the wait (REST 1429 with
+ * `Retry-After`, GraphQL `RATE_LIMITED`), and another visitor is not held back.
+ */
+let deps: TestDeps;
+let f: Factories;
+useTestDeps((made) => {
+  deps = made.deps;
+  f = made.f;
+});
+
+const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
+  ...deps,
+  config: { ...deps.config, chatLimits: { ...deps.config.chatLimits, ...chatLimits } },
+});
+const answer = (work: Promise<unknown>) =>
+  work.then(
+    () => 'answered',
+    (e: unknown) => {
+      if (e instanceof DomainError) return { code: e.code, retryAfter: e.retryAfterSeconds };
+      throw e;
+    },
+  );
+
+/** The answer of `work`, and how many statements it ran. */
+async function counted(work: () => Promise<unknown>) {
+  let statements = 0;
+  const stop = deps.database.onQuery(() => {
+    statements++;
+  });
+  try {
+    return { answer: await answer(work()), statements };
+  } finally {
+    stop();
+  }
+}
+
+/** Two visitors of a merchant with an online agent, each in an active conversation with a message. */
+async function chatting(switches?: Record<string, string>) {
+  const m = await f.merchant(switches ? { switches } : {});
+  const agent = await f.agent(m);
+  await f.online(agent);
+  const visitors = [];
+  for (const name of ['a', 'b']) {
+    const visitor = await f.visitor(m);
+    await assignAgent(deps, visitor);
+    await sendMessage(deps, visitor, { clientMsgId: `${name}-1`, content: 'hello' });
+    visitors.push(visitor);
+  }
+  return visitors as [(typeof visitors)[number], (typeof visitors)[number]];
+}
+
+describe('a visitor’s reads share CHAT_VISITOR_READS_PER_MINUTE', () => {
+  it('messages, conversation and bootstrap count together; past it refused before any statement; another visitor is not', async () => {
+    const [a, b] = await chatting();
+    const budget = limited({ visitorReadsPerMinute: 3 });
+    expect(await answer(listMessages(budget, a, { limit: 20 }))).toBe('answered');
+    expect(await answer(loadConversation(budget, a))).toBe('answered');
+    expect(await answer(loadVisitorBootstrap(budget, a, { wsAddress: 'ws://localhost' }))).toBe('answered');
+    for (const read of [
+      () => listMessages(budget, a, { limit: 20 }),
+      () => loadConversation(budget, a),
+      () => loadVisitorBootstrap(budget, a, { wsAddress: 'ws://localhost' }),
+    ]) {
+      const refused = await counted(read);
+      expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+      expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(0);
+      expect(refused.statements).toBe(0);
+    }
+    expect(await answer(listMessages(budget, b, { limit: 20 }))).toBe('answered');
+  });
+});
+
+describe('a visitor’s read receipts have CHAT_READ_MARKS_PER_MINUTE', () => {
+  it('each call counts, even one that moves nothing; past it refused before any statement; another visitor is not', async () => {
+    const [a, b] = await chatting();
+    const budget = limited({ readMarksPerMinute: 2 });
+    for (let i = 0; i < 2; i++) expect(await answer(markRead(budget, a, { seq: 1000 }))).toBe('answered');
+    const refused = await counted(() => markRead(budget, a, { seq: 1000 }));
+    expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+    expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(0);
+    expect(refused.statements).toBe(0);
+    expect(await answer(markRead(budget, b, { seq: 1000 }))).toBe('answered');
+  });
+});
+
+describe('a visitor’s ratings have CHAT_RATINGS_PER_HOUR', () => {
+  it('repeats refused as already rated count too; past it refused before any statement; another visitor is not', async () => {
+    const [a, b] = await chatting({ session_invite_rating: 'on' });
+    await closeConversation(deps, a);
+    await closeConversation(deps, b);
+    const budget = limited({ ratingsPerHour: 2 });
+    expect(await answer(rateConversation(budget, a, { score: 5 }))).toBe('answered');
+    // The repeat is refused as already rated, after its locked transaction: it counted.
+    expect(await answer(rateConversation(budget, a, { score: 4 }))).toMatchObject({ code: 'RATING_NOT_ALLOWED' });
+    const refused = await counted(() => rateConversation(budget, a, { score: 3 }));
+    expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+    expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(60);
+    expect(refused.statements).toBe(0);
+    expect(await answer(rateConversation(budget, b, { score: 5 }))).toBe('answered');
+  });
+});
+
+it('the defaults are documented values: 600 reads and 300 read receipts per visitor and minute, 10 ratings per hour', () => {
+  expect(loadConfig({ NODE_ENV: 'test' }).chatLimits).toMatchObject({
+    visitorReadsPerMinute: 600,
+    readMarksPerMinute: 300,
+    ratingsPerHour: 10,
+  });
+  expect(deps.config.chatLimits).toMatchObject({
+    visitorReadsPerMinute: 600,
+    readMarksPerMinute: 300,
+    ratingsPerHour: 10,
+  });
+});
