@@ -1,13 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import PusherModule from 'pusher-js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { keepChannel, keepConnected, pusherOptions } from '../../client/pusher.js';
-import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
-import { chatWindow, type WireMessage } from '../support/resume.js';
-import { tcpProxy } from '../support/tcp-proxy.js';
-import { freshStores, startTestApp, type TestApp } from '../support/test-app.js';
+import { type ChatParties, runChatLoop } from '../support/chat-loop.js';
+import type { WireMessage } from '../support/resume.js';
 import { eventually } from '../support/ws.js';
 
 // Issue 32: REST + pusher-js with the documented recipe (client/pusher.js: keepChannel reloads
@@ -34,161 +29,44 @@ const TOTAL = 100;
 
 describe('REST + pusher-js with keepChannel: no message lost or shown twice', () => {
   it(`${TOTAL} messages each way through two socket cuts and two restarts`, async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'parley-pusher-resume-'));
-    const stores = { ...(await freshStores()), pgliteDir: dir };
-    // 200 messages in a few seconds: above the chat's per-sender burst (a budget tested elsewhere).
-    const env = { CHAT_MESSAGE_BURST: '1000' };
-    let server: TestApp = await startTestApp({ stores, env });
-    const port = Number(new URL(server.url).port);
-    const proxy = await tcpProxy(() => port);
-    const wsAddress = `ws://127.0.0.1:${proxy.port}/graphql`;
-    const http = () => new HttpClient(server.url);
-    try {
-      // The visitor: its token survives restarts (stored); its channel is a capability.
-      const { token: bearer } = await visitorToken(server.url);
-      const visitorHeaders = { authorization: `Bearer ${bearer}` };
-      const boot = await http().json<{ visitor: { channel: string; uid: string } }>('/visitor/data/get', {
-        headers: visitorHeaders,
-      });
-      const visitorChannel = boot.body.data.visitor.channel;
-      const visitorId = boot.body.data.visitor.uid;
-      // The agent: its REST calls and its pusher-js client have a Session each. An embedded restart
-      // forgets both: the REST calls log in again on code -1, keepChannel's onIdentityGone when
-      // /pusher/auth answers 401 (the private agent channel comes back by itself).
-      let agentToken = (await agentSession(server.url, 'alice')).token;
-      let pusherToken = (await agentSession(server.url, 'alice')).token;
-      let relogins = 0;
-      const asAgent = async <T>(request: () => Promise<{ body: { code: number; data: T } }>) => {
-        const first = await request();
-        if (first.body.code !== -1) return first;
-        agentToken = (await agentSession(server.url, 'alice')).token;
-        return request();
-      };
-
-      const visitorWindow = chatWindow();
-      const agentWindow = chatWindow();
-      const reloadVisitor = async () => {
-        const page = await http().json<{ messages: WireMessage[] }>('/visitor/message/list?limit=100', {
-          headers: visitorHeaders,
-        });
-        visitorWindow.merge(page.body.data.messages);
-      };
-      const reloadAgent = async () => {
-        const page = await asAgent(() =>
-          http().json<{ messages: WireMessage[] }>(`/agent/message/list?visitor_id=${visitorId}&limit=100`, {
-            headers: { token: agentToken },
-          }),
-        );
-        agentWindow.merge(page.body.data.messages);
-      };
-
-      const sendAsAgent = (n: number) =>
-        asAgent(() =>
-          http().json('/agent/message/send', {
-            method: 'POST',
-            form: { visitor_id: visitorId, client_msg_id: `a-${n}`, content: `a${n}` },
-            headers: { token: agentToken },
-          }),
-        );
-
+    await runChatLoop({ total: TOTAL, dirPrefix: 'parley-pusher-resume-', shownWithinMs: 30_000 }, async (chat) => {
       const visitorPusher = new Pusher(
         'demo-appkey',
-        pusherOptions({ wsAddress, origin: server.url, headers: () => visitorHeaders }),
+        pusherOptions({ wsAddress: chat.wsAddress, origin: chat.url(), headers: () => chat.visitorHeaders }),
       );
       const agentPusher = new Pusher(
         'demo-appkey',
-        pusherOptions({ wsAddress, origin: server.url, headers: () => ({ token: pusherToken }) }),
+        pusherOptions({
+          wsAddress: chat.wsAddress,
+          origin: chat.url(),
+          headers: () => ({ token: chat.realtime.token() }),
+        }),
       );
       clients.push(visitorPusher, agentPusher);
-      const onMessage = (window: ReturnType<typeof chatWindow>) => (data: { message: WireMessage }) =>
+      const onMessage = (window: ChatParties['visitorWindow']) => (data: { message: WireMessage }) =>
         window.live(data.message);
       const subscriptions = { visitor: 0, agent: 0 };
       const errors: unknown[] = [];
-      // A reload cut short by the next restart is done again at the next resubscription.
+      // A reload cut short by the next restart is done again at the next resubscription; an
+      // embedded restart forgets the agent's Session: /pusher/auth answers 401, onIdentityGone
+      // logs in again and the private agent channel comes back by itself.
       const quietly = (reload: () => Promise<void>) => () => void reload().catch(() => {});
-      keepChannel(visitorPusher, visitorChannel, {
-        onResubscribed: quietly(reloadVisitor),
-      })
+      keepChannel(visitorPusher, chat.visitorChannel, { onResubscribed: quietly(chat.reloadVisitor) })
         .bind('pusher:subscription_succeeded', () => (subscriptions.visitor += 1))
-        .bind('message.created', onMessage(visitorWindow));
+        .bind('message.created', onMessage(chat.visitorWindow));
       keepChannel(agentPusher, 'private-agent-a_alice', {
-        onResubscribed: quietly(reloadAgent),
-        onIdentityGone: async () => {
-          relogins += 1;
-          pusherToken = (await agentSession(server.url, 'alice')).token;
-        },
+        onResubscribed: quietly(chat.reloadAgent),
+        onIdentityGone: chat.realtime.relogin,
       })
         .bind('pusher:subscription_succeeded', () => (subscriptions.agent += 1))
         .bind('pusher:subscription_error', (e: unknown) => errors.push(e))
-        .bind('message.created', onMessage(agentWindow));
+        .bind('message.created', onMessage(chat.agentWindow));
       await eventually(() => subscriptions.visitor === 1 && subscriptions.agent === 1, 'both subscribed', 15_000);
-
-      const assigned = await http().json<{ state: string }>('/visitor/chat/assign', {
-        method: 'POST',
-        form: {},
-        headers: visitorHeaders,
-      });
-      if (assigned.body.data.state === 'queued') {
-        const claimed = await http().json('/agent/chat/claim', {
-          method: 'POST',
-          form: { visitor_id: visitorId },
-          headers: { token: agentToken },
-        });
-        expect(claimed.body.code).toBe(0);
-      }
-
-      const send = async (n: number) => {
-        const [fromVisitor, fromAgent] = await Promise.all([
-          http().json('/visitor/message/send', {
-            method: 'POST',
-            form: { client_msg_id: `v-${n}`, content: `v${n}` },
-            headers: visitorHeaders,
-          }),
-          sendAsAgent(n),
-        ]);
-        expect([fromVisitor.body.code, fromAgent.body.code]).toEqual([0, 0]);
+      return {
+        connected: () => [visitorPusher, agentPusher].every((p) => p.connection.state === 'connected'),
+        diagnostics: () => ({ subscriptions, errors }),
       };
-      // Messages keep flowing while the clients are away: the next ones are sent at once, before
-      // pusher-js is back, so only the reload on resubscription can show them.
-      const restart = async () => {
-        await server.app.stop();
-        server = await startTestApp({ stores, env: { ...env, PORT: String(port) } });
-      };
-
-      for (let n = 0; n < TOTAL; n++) {
-        if (n === 20 || n === 60) {
-          await eventually(
-            () => [visitorPusher, agentPusher].every((p) => p.connection.state === 'connected'),
-            'both connected before the cut',
-            30_000,
-          );
-          expect(proxy.cut(1000)).toBeGreaterThanOrEqual(2);
-        }
-        if (n === 40 || n === 80) await restart();
-        await send(n);
-      }
-      const all = (prefix: string) => Array.from({ length: TOTAL }, (_, n) => `${prefix}${n}`);
-      await eventually(
-        () => visitorWindow.contents('agent').length === TOTAL && agentWindow.contents('visitor').length === TOTAL,
-        'every message shown',
-        30_000,
-      ).catch((error) => {
-        throw new Error(
-          `${error.message}: ${JSON.stringify({ subscriptions, relogins, errors, shown: [visitorWindow.contents('agent').length, agentWindow.contents('visitor').length] })}`,
-        );
-      });
-      expect(visitorWindow.contents('agent')).toEqual(all('a'));
-      expect(agentWindow.contents('visitor')).toEqual(all('v'));
-      expect([visitorWindow.repeatedLive(), agentWindow.repeatedLive()]).toEqual([0, 0]);
-      // Sessions survive a restart on Redis; the embedded store forgets them at each restart.
-      if (stores.redisUrl) expect(relogins).toBe(0);
-      else expect(relogins).toBeGreaterThanOrEqual(2);
-    } finally {
-      await server.app.stop();
-      await proxy.close();
-      await stores.drop();
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
   }, 180_000);
 });
 
