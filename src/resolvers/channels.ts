@@ -5,6 +5,7 @@ import { badInput, DomainError } from '../errors.js';
 import type { ChannelEvent } from '../stores/bus.js';
 import { eventNames, isReservedEventName } from './event-catalog.js';
 import {
+  AGENT_LEVEL_CHANGED,
   adminChannel,
   agentChannel,
   globalChannel,
@@ -76,6 +77,8 @@ export const endsSession = (event: ChannelEvent, viewer: HeldAgentViewer) =>
 interface SessionEndWaiter {
   viewer: HeldAgentViewer;
   settle(event: ChannelEvent | undefined): void;
+  /** Told each `agent.level_changed` of the agent while it waits. */
+  onLevel?: (level: string) => void;
 }
 
 /** One bus subscription to an agent channel, shared by everyone on this instance waiting for a Session end there. */
@@ -88,9 +91,14 @@ interface AgentChannelWatch {
 export interface SessionEndWatches {
   /**
    * Resolves with the `session.ended` event of the viewer's Session, or undefined when `signal`
-   * aborts first (or the watch fails, or the watches are stopped).
+   * aborts first (or the watch fails, or the watches are stopped). Meanwhile `onLevel` is told
+   * the new level of each `agent.level_changed` of the agent (an admin changed it).
    */
-  watch(viewer: HeldAgentViewer, signal: AbortSignal): Promise<ChannelEvent | undefined>;
+  watch(
+    viewer: HeldAgentViewer,
+    signal: AbortSignal,
+    onLevel?: (level: string) => void,
+  ): Promise<ChannelEvent | undefined>;
   /** Settles every wait with undefined and releases the bus subscriptions (graceful shutdown). */
   stop(): void;
 }
@@ -107,6 +115,11 @@ export function createSessionEndWatches(deps: Pick<Deps, 'bus' | 'log'>): Sessio
   async function follow(channel: string, watch: AgentChannelWatch) {
     try {
       for await (const event of deps.bus.subscribe(channel, { signal: watch.stop.signal })) {
+        if (event.event === AGENT_LEVEL_CHANGED) {
+          const { level } = event.data as { level?: unknown };
+          if (typeof level === 'string') for (const waiter of [...watch.waiters]) waiter.onLevel?.(level);
+          continue;
+        }
         if (event.event !== SESSION_ENDED) continue;
         for (const waiter of watch.waiters) if (endsSession(event, waiter.viewer)) waiter.settle(event);
       }
@@ -116,7 +129,7 @@ export function createSessionEndWatches(deps: Pick<Deps, 'bus' | 'log'>): Sessio
   }
 
   return {
-    watch(viewer, signal) {
+    watch(viewer, signal, onLevel) {
       if (signal.aborted) return Promise.resolve(undefined);
       const channel = agentChannel(viewer.agentId);
       let watch = watches.get(channel);
@@ -134,6 +147,7 @@ export function createSessionEndWatches(deps: Pick<Deps, 'bus' | 'log'>): Sessio
         const onAbort = () => waiter.settle(undefined);
         const waiter: SessionEndWaiter = {
           viewer,
+          onLevel,
           settle(event) {
             signal.removeEventListener('abort', onAbort);
             if (!shared.waiters.delete(waiter)) return;

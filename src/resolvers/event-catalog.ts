@@ -219,6 +219,13 @@ export const eventCatalog = {
       reason: d.reason,
     }),
   }),
+  'agent.level_changed': declare({
+    audiences: ['agent'],
+    description:
+      'An admin changed this agent’s level (`admin`, `agent`, `ticket_agent`): its open subscriptions are judged again by the new level, and those it no longer allows (an ex-admin’s `admin-{bid}`) end with `FORBIDDEN`.',
+    payload: z.object({ agent_id: z.string(), level: z.string() }).strict(),
+    toWire: (d: { agentId: string; level: string }) => ({ agent_id: d.agentId, level: d.level }),
+  }),
   'session.ended': declare({
     audiences: ['agent', 'global'],
     description:

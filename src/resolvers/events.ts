@@ -10,6 +10,7 @@ export const adminChannel = (bid: string) => `admin-${bid}`;
 
 /** The final event of an agent's subscriptions when its Session ends (see docs/realtime.md). */
 export const SESSION_ENDED = 'session.ended' satisfies EventName;
+export const AGENT_LEVEL_CHANGED = 'agent.level_changed' satisfies EventName;
 
 /**
  * A short public fingerprint of a Session ID: lets a `session.ended` event name the Session it
@@ -54,4 +55,12 @@ export async function publishSessionEnded(deps: Deps, agentId: string, sessionId
     reason,
     sessions: sessionIds.map(sessionFingerprint),
   });
+}
+
+/**
+ * An agent's level changed: every instance judges that agent's open subscriptions again by the
+ * new level (the real-time service follows `agent-{id}` for each agent socket, channels.ts).
+ */
+export async function publishAgentLevelChanged(deps: Deps, agentId: string, level: string) {
+  await publishQuietly(deps, agentChannel(agentId), AGENT_LEVEL_CHANGED, { agentId, level });
 }

@@ -62,6 +62,11 @@ interface TransportSocket {
   activeSubscriptions(): number;
   /** The agent Session ended: subscriptions to channels other than the agent's get `event` as their last. */
   sessionEnded(event: ChannelEvent): void;
+  /**
+   * An admin changed the agent's level (the connection's viewer already holds it): subscriptions
+   * its new level no longer allows end with FORBIDDEN (an ex-admin's `admin-{bid}`).
+   */
+  levelChanged(agentId: string, level: string): void;
 }
 
 /** A subscribe-rate window: at most `max` `subscribe` messages per `windowMs` per socket. */
@@ -283,7 +288,14 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
             return resolved;
           }
           // One watch per socket serves its subscriptions too (each used to hold its own).
-          void deps.realtime.sessionEnds.watch(held as HeldAgentViewer, stop.signal).then((event) => {
+          const agent = held as HeldAgentViewer;
+          const onLevel = (level: string) => {
+            if (stop.signal.aborted) return;
+            // New subscriptions (Pusher authorises with the connection's viewer) are judged by it too.
+            agent.level = level;
+            transport.levelChanged(agent.agentId, level);
+          };
+          void deps.realtime.sessionEnds.watch(agent, stop.signal, onLevel).then((event) => {
             if (!event || stop.signal.aborted) return;
             transport.sessionEnded(event);
             void endSession();

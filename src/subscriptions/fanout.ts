@@ -1,6 +1,6 @@
 import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
-import { type ChannelViewer, endsSession, eventFate } from '../resolvers/channels.js';
+import { authorizeChannel, type ChannelViewer, endsSession, eventFate } from '../resolvers/channels.js';
 import { heldViewer } from '../resolvers/viewer.js';
 import { type ChannelEvent, DEFAULT_MAX_QUEUED_EVENTS, SlowConsumerError, SUBSCRIBED } from '../stores/bus.js';
 import { compareIds, type EventId } from '../stores/event-id.js';
@@ -162,6 +162,11 @@ export interface Fanout {
   end(subscription: ChannelSubscription, error?: unknown): void;
   /** The agent Session of a socket ended: its subscriptions to other channels than the agent's get the event as their last. */
   sessionEnded(to: FanoutSocket, event: ChannelEvent): void;
+  /**
+   * An admin changed the level of agent `agentId`: its subscriptions on this socket take the new
+   * level, and those it no longer allows (`authorizeChannel`) end with FORBIDDEN.
+   */
+  levelChanged(to: FanoutSocket, agentId: string, level: string): void;
   /** The format of `key` shared by every subscription asking it (made once while any uses it). */
   format(key: string, make: () => FrameFormat): FrameFormat;
   /** The visitor channels subscribed on this instance, with their merchant (business-hours events). */
@@ -342,6 +347,18 @@ export function createFanout(deps: Pick<Deps, 'bus' | 'metrics' | 'log'>): Fanou
         const payload = payloadOf(sub.format.payload({ ...event, channel: sub.channel }));
         if (payload !== undefined) write(sub, payload);
         end(sub);
+      }
+    },
+    levelChanged(to, agentId, level) {
+      for (const sub of [...to.subscriptions]) {
+        const { viewer } = sub;
+        if (viewer.kind !== 'agent' || viewer.agentId !== agentId) continue;
+        viewer.level = level;
+        try {
+          authorizeChannel(viewer, sub.channel);
+        } catch (error) {
+          end(sub, error);
+        }
       }
     },
     format(key, make) {

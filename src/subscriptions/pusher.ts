@@ -117,6 +117,9 @@ async function openPusherConnection(
         sessionEnded: (event) => {
           if (pusher) fanout.sessionEnded(pusher.to, event);
         },
+        levelChanged: (agentId, level) => {
+          if (pusher) fanout.levelChanged(pusher.to, agentId, level);
+        },
       },
       request,
     );

@@ -143,6 +143,10 @@ function openRecord(
           const to = records.get(socket)?.to;
           if (to) fanout.sessionEnded(to, event);
         },
+        levelChanged: (agentId, level) => {
+          const to = records.get(socket)?.to;
+          if (to) fanout.levelChanged(to, agentId, level);
+        },
       },
       request,
     );

@@ -153,4 +153,74 @@ describe('admin-{bid}: every message of the merchant for its admins', () => {
     await reachState(aliceCookie, 'connected');
     expect(await record(aliceCookie, 'admin-demo').refused()).toMatchObject({ status: 403 });
   });
+
+  it('an admin demoted by another admin loses admin-{bid} at once (graphql-ws and Pusher): FORBIDDEN, nothing more; its socket and agent channel stay', async () => {
+    const run = Date.now().toString(36);
+    const ada = await login('ada');
+    // A second admin of demo, made by ada, to be demoted by her.
+    const username = `admin-${run}`;
+    const created = await ada.client.graphql(
+      'mutation($input: CreateAgentInput!) { createAgent(input: $input) { id } }',
+      { input: { username, nickname: 'Second admin', password: `${username}-password`, level: 'admin' } },
+    );
+    expect(created.body.errors).toBeUndefined();
+    const agentId = created.body.data.createAgent.id as string;
+    const second = await login(username);
+
+    const socket = connectSocket(t.wsUrl, { appkey: 'demo-appkey', token: second.token });
+    await socket.acked;
+    const feed = socket.channel('admin-demo');
+    const own = socket.channel(`agent-${agentId}`);
+    await eventually(() => feed.cursor && own.cursor, 'the admin and agent subscriptions');
+    const signed = pusherClient(t.wsUrl, 'demo-appkey', { authHeaders: { token: second.token } });
+    const privateFeed = record(signed, 'private-admin-demo');
+    browser.cookie = second.cookie;
+    const withCookie = pusherClient(t.wsUrl, 'demo-appkey');
+    await reachState(withCookie, 'connected');
+    const plainFeed = record(withCookie, 'admin-demo');
+    await Promise.all([privateFeed.subscribed(), plainFeed.subscribed()]);
+    // ada keeps following: the control that messages still flow.
+    const adaSocket = connectSocket(t.wsUrl, { appkey: 'demo-appkey', token: ada.token });
+    await adaSocket.acked;
+    const adaFeed = adaSocket.channel('admin-demo');
+    await eventually(() => adaFeed.cursor, "ada's admin subscription");
+
+    const visitor = await newVisitor();
+    const say = async (content: string) => {
+      const { body } = await visitor.client.json('/visitor/message/send', {
+        method: 'POST',
+        json: { client_msg_id: content, content },
+        headers: visitor.headers,
+      });
+      expect(body.code).toBe(0);
+    };
+    const before = `before ${run}`;
+    await say(before);
+    const has = (events: { event: string; data: unknown }[], content: string) =>
+      events.some((e) => e.event === 'message.created' && contentOf(e.data) === content);
+    await feed.until((events) => has(events, before), 'the message before on graphql-ws');
+    await privateFeed.until(() => has(privateFeed.events, before), 'it on private-');
+    await plainFeed.until(() => has(plainFeed.events, before), 'it on admin-demo');
+
+    const demoted = await ada.client.graphql(
+      `mutation { updateAgent(input: {agentId: "${agentId}", level: agent}) { id } }`,
+    );
+    expect(demoted.body.errors).toBeUndefined();
+
+    // Every admin-channel subscription ends with FORBIDDEN, on both transports.
+    expect(await feed.ended).toBe('complete');
+    expect(feed.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+    expect(await privateFeed.refused()).toMatchObject({ status: 403 });
+    expect(await plainFeed.refused()).toMatchObject({ status: 403 });
+    // Its own channel stays and tells it; so does the socket.
+    await own.waitFor('agent.level_changed', (e) => e.data.level === 'agent' && e.data.agent_id === agentId);
+    expect(withCookie.connection.state).toBe('connected');
+
+    const after = `after ${run}`;
+    await say(after);
+    await adaFeed.until((events) => has(events, after), 'the message after on ada’s feed');
+    for (const events of [feed.events, privateFeed.events, plainFeed.events]) expect(has(events, after)).toBe(false);
+    // A new subscribe on the same socket is judged by the new level.
+    expect(await refusal(socket.channel('admin-demo'))).toBe('FORBIDDEN');
+  });
 });

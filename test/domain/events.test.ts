@@ -93,6 +93,10 @@ const examples: { [N in EventName]: [EventData<N>, unknown] } = {
     { agentId: 'ag1', state: 'busy', reason: 'manual' },
     { agent_id: 'ag1', state: 'busy', reason: 'manual' },
   ],
+  'agent.level_changed': [
+    { agentId: 'ag1', level: 'agent' },
+    { agent_id: 'ag1', level: 'agent' },
+  ],
   'session.ended': [
     { reason: 'logout', sessions: ['f1'] },
     { reason: 'logout', sessions: ['f1'] },

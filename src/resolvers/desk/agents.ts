@@ -7,6 +7,7 @@ import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { LEVELS } from '../admin.js';
 import { skillList } from '../availability/routing/rules.js';
+import { publishAgentLevelChanged } from '../events.js';
 import { displayName, parseInput, required } from '../inputs.js';
 import type { Tx } from '../outbox/enqueue.js';
 import type { SessionDirectory } from '../session.js';
@@ -193,7 +194,9 @@ async function keepAnAdmin(tx: Tx, merchantId: string, leaving: string) {
 
 /**
  * Changes an agent's nickname, level, capacity, group or password. A new password ends the
- * agent's Sessions on every instance; demoting the last enabled admin is refused (LAST_ADMIN).
+ * agent's Sessions on every instance; a new level is announced on its channel
+ * (`agent.level_changed`), which ends the subscriptions the level no longer allows (an ex-admin's
+ * `admin-{bid}`) on every instance; demoting the last enabled admin is refused (LAST_ADMIN).
  */
 export async function updateDeskAgent(
   deps: Deps,
@@ -204,8 +207,10 @@ export async function updateDeskAgent(
   requireAdmin(viewer);
   const input = parseInput(updateAgentInput, raw);
   const passwordHash = input.password === undefined ? undefined : await hashPassword(input.password);
+  let levelBefore: string | undefined;
   const updated = await deps.db.transaction(async (tx) => {
     const row = await lockAgent(tx, viewer.merchantId, input.agentId);
+    levelBefore = row.level;
     if (row.level === 'admin' && input.level !== undefined && input.level !== 'admin' && !row.disabled) {
       await keepAnAdmin(tx, viewer.merchantId, row.id);
     }
@@ -229,6 +234,8 @@ export async function updateDeskAgent(
     return after;
   });
   if (passwordHash !== undefined) await endAllSessions(deps, sessions, updated.id, 'password_reset');
+  // Open subscriptions were authorised by the old level: every instance judges them again.
+  if (updated.level !== levelBefore) await publishAgentLevelChanged(deps, updated.id, updated.level);
   return deskAgentOf(deps, updated);
 }
 
