@@ -51,6 +51,7 @@ export const EVENTS = Object.freeze({
   "agent.login": "agent.login",
   "agent.logout": "agent.logout",
   "agent.state": "agent.state",
+  "agent.level_changed": "agent.level_changed",
   "session.ended": "session.ended",
   "visitor.online": "visitor.online",
   "message.created": "message.created",
