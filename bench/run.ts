@@ -182,6 +182,9 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   // Row 9's conversations are all one merchant's: its sends in flight per instance (a fairness
   // cap between merchants, 4 by default) would measure the cap, not the path.
   CHAT_MERCHANT_SENDS_IN_FLIGHT: '1000',
+  // The bootstrap and workbench rows read as one visitor thousands of times a second, far above
+  // a visitor's read budget (600 a minute by default).
+  CHAT_VISITOR_READS_PER_MINUTE: '10000000',
   // A saturated instance refuses a merchant over an equal share of the sends first: the bench
   // saturates it on purpose (the flood row measures that rule with the defaults).
   CHAT_FAIR_SHARE_LOOP_DELAY_MS: '60000',
