@@ -85,6 +85,10 @@ type Sender = AgentViewer | VisitorViewer;
 const senderKey = (viewer: Sender) => (viewer.kind === 'visitor' ? `v:${viewer.visitorId}` : `a:${viewer.agentId}`);
 const wait = (what: string) => (seconds: number) => `Too many ${what}: retry in ${seconds} s`;
 
+/** Counts one point of the budget `name` (`points` per `durationSeconds`) on `key`: RATE_LIMITED when spent. */
+const charge = (deps: Deps, name: string, points: number, durationSeconds: number, key: string, what: string) =>
+  deps.rateLimiter({ name, points, durationSeconds }).consume(key, wait(what));
+
 /** Counts one message of the sender against its budgets (and a visitor's against its merchant's). */
 export async function chargeMessage(deps: Deps, viewer: Sender | BotViewer): Promise<void> {
   // A bot answers many conversations at once: its budget is its API key's (docs/integration.md "Bots").
@@ -92,22 +96,40 @@ export async function chargeMessage(deps: Deps, viewer: Sender | BotViewer): Pro
   const limits = deps.config.chatLimits;
   const key = senderKey(viewer);
   if (viewer.kind === 'visitor')
-    await deps
-      .rateLimiter({ name: 'chat-merchant-messages', points: limits.merchantMessagesPerMinute, durationSeconds: 60 })
-      .consume(viewer.merchantId, wait('messages from this merchant’s visitors'));
-  await deps
-    .rateLimiter({ name: 'chat-message-burst', points: limits.messageBurst, durationSeconds: MESSAGE_BURST_SECONDS })
-    .consume(key, wait('messages'));
-  await deps
-    .rateLimiter({ name: 'chat-message-hour', points: limits.messagesPerHour, durationSeconds: 3600 })
-    .consume(key, wait('messages this hour'));
+    await charge(
+      deps,
+      'chat-merchant-messages',
+      limits.merchantMessagesPerMinute,
+      60,
+      viewer.merchantId,
+      'messages from this merchant’s visitors',
+    );
+  await charge(deps, 'chat-message-burst', limits.messageBurst, MESSAGE_BURST_SECONDS, key, 'messages');
+  await charge(deps, 'chat-message-hour', limits.messagesPerHour, 3600, key, 'messages this hour');
 }
 
 /** Counts a conversation the visitor opens (an assign or a first message that starts one). */
 export async function chargeConversationOpened(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await deps
-    .rateLimiter({ name: 'chat-opened', points: deps.config.chatLimits.conversationsPerHour, durationSeconds: 3600 })
-    .consume(viewer.visitorId, wait('conversations opened this hour'));
+  await charge(
+    deps,
+    'chat-opened',
+    deps.config.chatLimits.conversationsPerHour,
+    3600,
+    viewer.visitorId,
+    'conversations opened this hour',
+  );
+}
+
+/** Counts a conversation the visitor closes. */
+export async function chargeConversationClosed(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  await charge(
+    deps,
+    'chat-closed',
+    deps.config.chatLimits.conversationsPerHour,
+    3600,
+    viewer.visitorId,
+    'conversations closed this hour',
+  );
 }
 
 /**
@@ -116,12 +138,15 @@ export async function chargeConversationOpened(deps: Deps, viewer: VisitorViewer
  */
 export async function chargeContactDetails(deps: Deps, viewer: VisitorViewer): Promise<void> {
   const limits = deps.config.chatLimits;
-  await deps
-    .rateLimiter({ name: 'chat-contact-merchant', points: limits.merchantContactDetailsPerMinute, durationSeconds: 60 })
-    .consume(viewer.merchantId, wait('contact details from this merchant’s visitors'));
-  await deps
-    .rateLimiter({ name: 'chat-contact', points: limits.contactDetailsPerHour, durationSeconds: 3600 })
-    .consume(viewer.visitorId, wait('contact details this hour'));
+  await charge(
+    deps,
+    'chat-contact-merchant',
+    limits.merchantContactDetailsPerMinute,
+    60,
+    viewer.merchantId,
+    'contact details from this merchant’s visitors',
+  );
+  await charge(deps, 'chat-contact', limits.contactDetailsPerHour, 3600, viewer.visitorId, 'contact details this hour');
 }
 
 /**
@@ -131,12 +156,22 @@ export async function chargeContactDetails(deps: Deps, viewer: VisitorViewer): P
  */
 export async function chargeHumanRequest(deps: Deps, viewer: VisitorViewer): Promise<void> {
   const limits = deps.config.chatLimits;
-  await deps
-    .rateLimiter({ name: 'chat-human-merchant', points: limits.merchantHumanRequestsPerMinute, durationSeconds: 60 })
-    .consume(viewer.merchantId, wait('requests for a human from this merchant’s visitors'));
-  await deps
-    .rateLimiter({ name: 'chat-human', points: limits.humanRequestsPerHour, durationSeconds: 3600 })
-    .consume(viewer.visitorId, wait('requests for a human this hour'));
+  await charge(
+    deps,
+    'chat-human-merchant',
+    limits.merchantHumanRequestsPerMinute,
+    60,
+    viewer.merchantId,
+    'requests for a human from this merchant’s visitors',
+  );
+  await charge(
+    deps,
+    'chat-human',
+    limits.humanRequestsPerHour,
+    3600,
+    viewer.visitorId,
+    'requests for a human this hour',
+  );
 }
 
 /**
@@ -145,13 +180,7 @@ export async function chargeHumanRequest(deps: Deps, viewer: VisitorViewer): Pro
  * minute, far above what the widget's loading, reconnecting and paging use.
  */
 export async function chargeVisitorRead(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await deps
-    .rateLimiter({
-      name: 'chat-visitor-reads',
-      points: deps.config.chatLimits.visitorReadsPerMinute,
-      durationSeconds: 60,
-    })
-    .consume(viewer.visitorId, wait('reads'));
+  await charge(deps, 'chat-visitor-reads', deps.config.chatLimits.visitorReadsPerMinute, 60, viewer.visitorId, 'reads');
 }
 
 /**
@@ -160,9 +189,14 @@ export async function chargeVisitorRead(deps: Deps, viewer: VisitorViewer): Prom
  * while messages arrive).
  */
 export async function chargeReadMark(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await deps
-    .rateLimiter({ name: 'chat-read-marks', points: deps.config.chatLimits.readMarksPerMinute, durationSeconds: 60 })
-    .consume(viewer.visitorId, wait('read receipts'));
+  await charge(
+    deps,
+    'chat-read-marks',
+    deps.config.chatLimits.readMarksPerMinute,
+    60,
+    viewer.visitorId,
+    'read receipts',
+  );
 }
 
 /**
@@ -170,14 +204,12 @@ export async function chargeReadMark(deps: Deps, viewer: VisitorViewer): Promise
  * already rated, but only after a row-locked transaction; per visitor per hour.
  */
 export async function chargeRating(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await deps
-    .rateLimiter({ name: 'chat-ratings', points: deps.config.chatLimits.ratingsPerHour, durationSeconds: 3600 })
-    .consume(viewer.visitorId, wait('ratings this hour'));
-}
-
-/** Counts a conversation the visitor closes. */
-export async function chargeConversationClosed(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await deps
-    .rateLimiter({ name: 'chat-closed', points: deps.config.chatLimits.conversationsPerHour, durationSeconds: 3600 })
-    .consume(viewer.visitorId, wait('conversations closed this hour'));
+  await charge(
+    deps,
+    'chat-ratings',
+    deps.config.chatLimits.ratingsPerHour,
+    3600,
+    viewer.visitorId,
+    'ratings this hour',
+  );
 }
