@@ -1,5 +1,6 @@
 // @ts-check
-import { byId, el } from '/assets/api.js';
+import { byId, el, setAvatar } from '/assets/api.js';
+import { unreadTotal } from '/assets/conversations.js';
 
 /**
  * The workbench's side panels, drawn from the last `/agent/data/get` answer only: the merchant
@@ -66,4 +67,23 @@ export function renderTransferTargets(select, agentsOnline, me) {
       .map(([id, a]) => el('option', { value: id, text: a.nickname })),
   );
   if ([...select.options].some((o) => o.value === selected)) select.value = selected;
+}
+
+/** The page title and the agent badge (avatar, nickname, state). @param {any} data the bootstrap's `data` */
+export function renderAgentBadge(data) {
+  const { agent, setting } = data;
+  const unread = unreadTotal(Object.values(data.chatting ?? {}));
+  document.title = `${unread > 0 ? `(${unread}) ` : ''}${agent.nickname} · ${setting.appname} · Parley`;
+  byId('merchant-name').textContent = setting.appname;
+  setAvatar(byId('agent-avatar', HTMLImageElement), agent.avatar);
+  byId('agent-nickname').textContent = agent.nickname;
+  renderAgentState(agent.state);
+  byId('agent-badge').hidden = false;
+}
+
+/** The agent's own state in the badge. */
+export function renderAgentState(/** @type {string} */ state) {
+  const node = byId('agent-state');
+  node.textContent = state;
+  node.dataset.state = state;
 }

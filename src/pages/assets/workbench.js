@@ -1,15 +1,20 @@
 // @ts-check
-import { byId, callJson, el, LOGIN_PAGE, logout, say, setAvatar } from '/assets/api.js';
+import { byId, callJson, el, LOGIN_PAGE, logout, say } from '/assets/api.js';
 import { messageLog, typingIndicator } from '/assets/chat.js';
-import { CLOSE, CODES, EVENTS, PATHS } from '/assets/contract.js';
-import { conversationRow, queueRow, sortConversations, unreadTotal } from '/assets/conversations.js';
+import { CODES, EVENTS, PATHS } from '/assets/contract.js';
 import { cannedPicker, labelBar, labelFilter, loadNotes } from '/assets/desk.js';
-import { describeSince, developerToggle, eventFeed, showConnection } from '/assets/feed.js';
+import { developerToggle, eventFeed } from '/assets/feed.js';
 import { historyPager } from '/assets/history.js';
-import { openChannels } from '/assets/realtime.js';
 import { announceIn, keepRelativeTimesCurrent, truncate } from '/assets/text.js';
 import { businessHoursLine, messagesLeftList, requeueNotices } from '/assets/workbench-availability.js';
-import { renderMerchantPanel, renderTransferTargets as renderTargets } from '/assets/workbench-panels.js';
+import { conversationLists } from '/assets/workbench-lists.js';
+import { connectWorkbench } from '/assets/workbench-live.js';
+import {
+  renderAgentBadge,
+  renderAgentState,
+  renderMerchantPanel,
+  renderTransferTargets as renderTargets,
+} from '/assets/workbench-panels.js';
 import { replyArea } from '/assets/workbench-reply.js';
 
 /**
@@ -17,7 +22,6 @@ import { replyArea } from '/assets/workbench-reply.js';
  * @typedef {import('/assets/chat.js').MessagePage} MessagePage
  * @typedef {{ event: string, position: string, channel: string, data: any, at: string }} ChannelEvent
  * @typedef {import('/assets/conversations.js').Chatting} Chatting
- * @typedef {import('/assets/conversations.js').QueuedConversation} QueuedConversation
  * @typedef {{ visitorId: string, name: string, state: 'active' | 'queued' | 'closed' | 'elsewhere' }} OpenChat
  */
 
@@ -47,14 +51,10 @@ keepRelativeTimesCurrent(main);
 // /agent/data/get answer: never from the URL or local storage (spec).
 /** @type {any} */
 let workbench;
-/** @type {ReturnType<typeof openChannels> | undefined} */
+/** @type {ReturnType<typeof connectWorkbench> | undefined} */
 let channels;
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let reloading;
-/** @type {Map<string, Chatting>} the agent's active conversations, by visitor uid */
-let mine = new Map();
-/** @type {Map<string, QueuedConversation>} the queue, by visitor uid */
-let queue = new Map();
 /** @type {OpenChat | undefined} the conversation shown in the chat panel */
 let open;
 /** Agents seen online through `global-{bid}` (agent.login / agent.state): the transfer targets. */
@@ -94,6 +94,8 @@ const filter = labelFilter({
   list: byId('conversation-list'),
   none: byId('label-filter-empty'),
 });
+// The agent's conversations and the queue (workbench-lists.js), by visitor uid.
+const lists = conversationLists({ requeued, filter, openVisitorId: () => open?.visitorId });
 byId('logout').addEventListener('click', () => {
   channels?.close();
   logout();
@@ -133,22 +135,10 @@ async function load() {
   say(loadError, '');
   workbench = body.data;
   render(workbench);
-  await Promise.all([loadQueue(), messagesLeft.load(), hours.load()]);
+  await Promise.all([lists.loadQueue(), messagesLeft.load(), hours.load()]);
   showOpenChat();
   main.setAttribute('aria-busy', 'false');
-  if (!channels) connect(workbench);
-}
-
-/** The queue of the merchant (`GET /agent/chat/list?scope=queue`, oldest first). */
-async function loadQueue() {
-  const { body } = await callJson('/agent/chat/list?scope=queue&limit=50');
-  if (body.code !== 0) return;
-  /** @type {QueuedConversation[]} */
-  const list = body.data.list;
-  queue = new Map(list.map((c) => [c.visitor_id, c]));
-  requeued.keepOnly(new Set(queue.keys()));
-  byId('queue-empty').hidden = list.length > 0;
-  byId('queue-list').replaceChildren(...list.map((c) => queueRow(c, requeued.has(c.visitor_id))));
+  if (!channels) channels = connectWorkbench(workbench, { status, feed, load, reload, handle });
 }
 
 /** Reloads the bootstrap once for a burst of events that change it. */
@@ -173,37 +163,9 @@ function clearState() {
 
 /** @param {any} data */
 function render(data) {
-  const { agent, setting } = data;
-  const unread = unreadTotal(Object.values(data.chatting ?? {}));
-  document.title = `${unread > 0 ? `(${unread}) ` : ''}${agent.nickname} · ${setting.appname} · Parley`;
-  byId('merchant-name').textContent = setting.appname;
-  setAvatar(byId('agent-avatar', HTMLImageElement), agent.avatar);
-  byId('agent-nickname').textContent = agent.nickname;
-  renderState(agent.state);
-  byId('agent-badge').hidden = false;
-
-  renderConversations(data.chatting ?? {});
-
+  renderAgentBadge(data);
+  lists.renderConversations(data.chatting ?? {});
   renderMerchantPanel(data);
-}
-
-function renderState(/** @type {string} */ state) {
-  const node = byId('agent-state');
-  node.textContent = state;
-  node.dataset.state = state;
-}
-
-/** The agent's conversations, pinned first, each with its unread count, last message and time. */
-function renderConversations(/** @type {Record<string, Chatting>} */ chatting) {
-  const entries = sortConversations(chatting);
-  mine = new Map(entries.map((c) => [c.id, c]));
-  byId('conversations-empty').hidden = entries.length > 0;
-  // Keep the keyboard focus on the same row when the list is redrawn under it.
-  const focused = document.activeElement instanceof HTMLElement ? document.activeElement.dataset.open : undefined;
-  byId('conversation-list').replaceChildren(...entries.map((c) => conversationRow(c, open?.visitorId)));
-  const again = focused ? byId('conversation-list').querySelector(`[data-open="${CSS.escape(focused)}"]`) : null;
-  if (again instanceof HTMLElement) again.focus();
-  void filter.update();
 }
 
 // ---- the open conversation -----------------------------------------------------------------
@@ -249,14 +211,14 @@ async function openChat(/** @type {string} */ visitorId) {
 
 /** @param {string} visitorId */
 const nameOf = (visitorId) =>
-  mine.get(visitorId)?.name ??
-  queue.get(visitorId)?.visitor_name ??
+  lists.mine.get(visitorId)?.name ??
+  lists.queue.get(visitorId)?.visitor_name ??
   (open?.visitorId === visitorId ? open.name : visitorId);
 /** @param {string} visitorId @returns {OpenChat['state']} */
 const stateOf = (visitorId) =>
-  mine.has(visitorId)
+  lists.mine.has(visitorId)
     ? 'active'
-    : queue.has(visitorId)
+    : lists.queue.has(visitorId)
       ? 'queued'
       : open?.visitorId === visitorId && open.state === 'closed'
         ? 'closed'
@@ -376,44 +338,7 @@ closeButton.addEventListener('click', async () => {
   }
 });
 
-// ---- real time -----------------------------------------------------------------------------
-
-/** Subscribes to `agent-{agent_id}` and `global-{bid}` on the bootstrap's ws_address. */
-function connect(/** @type {any} */ data) {
-  const names = [`agent-${data.agent.agent_id}`, `global-${data.setting.bid}`];
-  byId('feed-channels').textContent = `Channels: ${names.join(', ')}`;
-  let dropped = false;
-  channels = openChannels({
-    url: data.setting.ws_address,
-    // The Session cookie identifies the agent on the upgrade request; the token never reaches scripts.
-    connectionParams: { appkey: data.setting.appkey },
-    channels: names,
-    onStatus(/** @type {any} */ s) {
-      showConnection(status, s);
-      if (s.state === 'closed' && !dropped) {
-        dropped = true;
-        feed.note('Connection lost; reconnecting.', 'disconnected');
-        // SessionEnded/Forbidden: the server no longer accepts this Session; find out whether we are logged out.
-        if (s.code === CLOSE.SessionEnded || s.code === CLOSE.Forbidden) load();
-      }
-      if (s.state === 'resubscribed') {
-        dropped = false;
-        feed.note(`Reconnected: resubscribed to ${describeSince(s.since)}.`, 'resubscribed');
-      }
-      if (s.state === 'live') dropped = false;
-      // Connecting changes the agent's own state (presence): show the state the server now has.
-      if (s.state === 'live' || s.state === 'resubscribed') reload();
-    },
-    onEvent(/** @type {ChannelEvent} */ event) {
-      feed.event(event);
-      handle(event);
-    },
-    onError(/** @type {{ channel: string, message: string }} */ { channel, message }) {
-      feed.note(`${channel}: ${message}`, 'error');
-      load(); // not logged in any more → login page; otherwise the page carries on
-    },
-  });
-}
+// ---- real time (the connection: workbench-live.js) ----------------------------------------
 
 /** What an event changes on the page besides the feed. */
 function handle(/** @type {ChannelEvent} */ event) {
@@ -454,7 +379,7 @@ function handle(/** @type {ChannelEvent} */ event) {
     agentsOnline.set(data.agent_id, { nickname: known?.nickname ?? data.agent_id, state: data.state });
     renderTransferTargets();
     if (workbench && data.agent_id === workbench.agent.agent_id && typeof data.state === 'string')
-      renderState(data.state);
+      renderAgentState(data.state);
   }
   if (/^(conversation|message|chat)\./.test(event.event) && event.event !== EVENTS['message.read']) reload();
 }
