@@ -14,7 +14,9 @@ import { openChannels } from '/assets/realtime.js';
 import { attachments } from '/assets/widget-attachments.js';
 import { contactForm, ratingForm } from '/assets/widget-forms.js';
 import { hostLink } from '/assets/widget-host.js';
-import { pickLanguage, translator } from '/assets/widget-i18n.js';
+import { showBusinessHours, showChatState, showConnection, showLeftNotice } from '/assets/widget-notices.js';
+import { appkey, langTag, locale, storedToken, storeToken, t, userHash, userId } from '/assets/widget-setup.js';
+import { alertSounder } from '/assets/widget-sound.js';
 
 /**
  * The widget's panel (/widget/frame, inside the iframe the loader adds): the visitor's
@@ -29,50 +31,14 @@ import { pickLanguage, translator } from '/assets/widget-i18n.js';
  * @typedef {{ event: string, position: string, channel: string, data: any, at: string }} ChannelEvent
  */
 
-const params = new URLSearchParams(location.search);
-const appkey = params.get('appkey')?.trim() ?? '';
-// The requested language tag (the snippet's data-lang), kept for the server and Intl when well formed.
-const requested = params.get('lang') ?? '';
-const langTag = /^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$/.test(requested) ? requested : undefined;
-const lang = pickLanguage(langTag ?? navigator.language);
-const locale = langTag ?? lang;
-const t = translator(lang);
-// The merchant's user, for an identified visitor: in the fragment (never sent to a server nor in a Referer).
-const identity = new URLSearchParams(location.hash.slice(1));
-const userId = identity.get('user_id') ?? undefined;
-const userHash = identity.get('user_hash') ?? undefined;
-if (location.hash) history.replaceState(null, '', location.pathname + location.search);
-
 const main = byId('main');
-const status = byId('connection-status');
-const chatState = byId('chat-state');
 const input = byId('message-input', HTMLTextAreaElement);
 const sendError = byId('send-error');
 const closeButton = byId('close-chat', HTMLButtonElement);
 const announcer = byId('announcer');
 const soundToggle = byId('sound-toggle', HTMLButtonElement);
-const leftNotice = byId('message-left');
-const hoursNotice = byId('business-hours');
-
-document.documentElement.lang = lang;
-// The merchant's colour (the snippet's data-color) for the panel's head and buttons: a CSS colour or nothing.
-const color = params.get('color');
-if (color && CSS.supports('color', color)) document.documentElement.style.setProperty('--accent', color);
-for (const node of document.querySelectorAll('[data-i18n]')) {
-  node.textContent = t(/** @type {any} */ (node.getAttribute('data-i18n')));
-}
-for (const [attribute, target] of [
-  ['data-i18n-label', 'aria-label'],
-  ['data-i18n-placeholder', 'placeholder'],
-  ['data-i18n-title', 'title'],
-]) {
-  for (const node of document.querySelectorAll(`[${attribute}]`)) {
-    node.setAttribute(String(target), t(/** @type {any} */ (node.getAttribute(String(attribute)))));
-  }
-}
 
 const timeFormat = new Intl.DateTimeFormat(locale, { hour: 'numeric', minute: '2-digit' });
-const dateTimeFormat = new Intl.DateTimeFormat(locale, { dateStyle: 'medium', timeStyle: 'short' });
 
 /** @type {Record<string, any>} the bootstrap's `setting` */
 let setting = {};
@@ -144,24 +110,6 @@ if (host.embedded) {
 
 // ---- identity and bootstrap -----------------------------------------------------------------
 
-// The visitor token lives for this tab only (sessionStorage of the frame's origin, partitioned
-// by the host site in browsers that partition third-party storage): a reload keeps the visitor.
-const tokenKey = `parley.visitor-token:${appkey}${userId ? `:${userId}` : ''}`;
-const storedToken = () => {
-  try {
-    return sessionStorage.getItem(tokenKey) ?? undefined;
-  } catch {
-    return undefined;
-  }
-};
-const storeToken = (/** @type {string} */ token) => {
-  try {
-    sessionStorage.setItem(tokenKey, token);
-  } catch {
-    // storage unavailable: the token lives as long as the panel
-  }
-};
-
 async function issueToken() {
   /** @type {Record<string, string>} */
   const fields = { appkey };
@@ -217,58 +165,9 @@ function configure({ visitor, setting: s }) {
   showBusinessHours(s.business_hours);
 }
 
-/**
- * Whether the merchant (the visitor's group) is open now, from the bootstrap and then from
- * `business_hours.changed` on the visitor's channel: closed, the panel says so and when it opens.
- * @param {BusinessHours | undefined} hours
- */
-function showBusinessHours(hours) {
-  hoursNotice.dataset.open = String(hours?.open !== false);
-  if (!hours || hours.open !== false) return say(hoursNotice, '');
-  const when = hours.next_open_at ? t('hoursOpensAt', { time: dateTimeFormat.format(hours.next_open_at * 1000) }) : '';
-  say(hoursNotice, t('hoursClosed', { when }));
-}
-
 // ---- the alert sound ----------------------------------------------------------------------------
 
-const SOUND_KEY = 'parley.widget-sound';
-let soundOn = (() => {
-  try {
-    return localStorage.getItem(SOUND_KEY) !== 'off';
-  } catch {
-    return true;
-  }
-})();
-soundToggle.setAttribute('aria-pressed', String(soundOn));
-soundToggle.addEventListener('click', () => {
-  soundOn = !soundOn;
-  soundToggle.setAttribute('aria-pressed', String(soundOn));
-  try {
-    localStorage.setItem(SOUND_KEY, soundOn ? 'on' : 'off');
-  } catch {
-    // not remembered
-  }
-});
-/** @type {AudioContext | undefined} */
-let audio;
-/** A short tone (Web Audio: no file to load), when the merchant's switch and the visitor's toggle are on. */
-function alertSound() {
-  if (setting.sound !== 'on' || !soundOn) return;
-  main.dataset.alerts = String(Number(main.dataset.alerts ?? 0) + 1);
-  try {
-    audio ??= new AudioContext();
-    const tone = audio.createOscillator();
-    const gain = audio.createGain();
-    tone.frequency.value = 880;
-    gain.gain.setValueAtTime(0.08, audio.currentTime);
-    gain.gain.exponentialRampToValueAtTime(0.0001, audio.currentTime + 0.25);
-    tone.connect(gain).connect(audio.destination);
-    tone.start();
-    tone.stop(audio.currentTime + 0.25);
-  } catch {
-    // no audio here (or not allowed yet): the badge and the live region still tell
-  }
-}
+const alertSound = alertSounder(soundToggle, main, () => setting.sound === 'on');
 
 // ---- the conversation -----------------------------------------------------------------------
 
@@ -276,21 +175,9 @@ function alertSound() {
 function showConversation(/** @type {Partial<Conversation>} */ next) {
   conversation = { ...conversation, ...next };
   if (conversation.state !== 'queued') conversation.requeued = false;
-  const { state, agent, position, requeued } = conversation;
+  const { state, agent } = conversation;
   if (agent) labels.agent = agent.nickname;
-  chatState.dataset.state = state;
-  chatState.dataset.position = state === 'queued' && position ? String(position) : '';
-  chatState.dataset.requeued = String(Boolean(requeued));
-  chatState.textContent =
-    state === 'queued'
-      ? position
-        ? t(requeued ? 'requeuedAt' : 'queuedAt', { n: position })
-        : t(requeued ? 'requeued' : 'queued')
-      : state === 'active'
-        ? t('chattingWith', { name: agent?.nickname ?? t('agent') })
-        : state === 'closed'
-          ? t('conversationClosed')
-          : t('findingAgent');
+  showChatState(conversation);
   closeButton.hidden = state !== 'queued' && state !== 'active';
   if (state === 'queued' || state === 'active') rating.hide();
   if (state !== 'queued') showMessageLeft(null);
@@ -300,15 +187,9 @@ function showConversation(/** @type {Partial<Conversation>} */ next) {
 function showMessageLeft(
   /** @type {{ reason: string, next_open_at: number | null, contact_fields?: string[] } | null} */ left,
 ) {
-  if (!left) {
-    leftNotice.hidden = true;
-    contact.hide();
-    return;
-  }
-  const when = left.next_open_at ? t('leftOpensAt', { time: dateTimeFormat.format(left.next_open_at * 1000) }) : '';
-  leftNotice.dataset.reason = left.reason;
-  say(leftNotice, left.reason === 'closed' ? t('leftClosed', { when }) : t('leftNoAgent'));
-  contact.show(left.contact_fields ?? setting.contact_fields ?? []);
+  showLeftNotice(left);
+  if (!left) contact.hide();
+  else contact.show(left.contact_fields ?? setting.contact_fields ?? []);
 }
 
 async function assign() {
@@ -440,29 +321,13 @@ function handle(event) {
   }
 }
 
-/** @type {Record<string, 'connecting' | 'live' | 'resubscribed' | 'reconnecting' | 'closedConnection'>} */
-const STATUS_WORDS = {
-  connecting: 'connecting',
-  live: 'live',
-  resubscribed: 'resubscribed',
-  reconnecting: 'reconnecting',
-  closed: 'closedConnection',
-};
-
 /** Subscribes to the visitor's own channel, exactly as the bootstrap returned it. */
 function subscribe(/** @type {any} */ data, /** @type {string} */ token) {
   channels = openChannels({
     url: data.setting.ws_address,
     connectionParams: { appkey: data.setting.appkey, authorization: `Bearer ${token}` },
     channels: [data.visitor.channel],
-    onStatus(s) {
-      const word = STATUS_WORDS[s.state];
-      if (!word) return;
-      status.dataset.state = s.state === 'resubscribed' ? 'live' : s.state;
-      if (s.state === 'resubscribed')
-        status.dataset.resubscribed = String(Number(status.dataset.resubscribed ?? 0) + 1);
-      status.textContent = t(word);
-    },
+    onStatus: showConnection,
     onEvent: handle,
   });
 }
