@@ -1,11 +1,11 @@
 // @ts-check
-import { callJson, el, formatBytes, imageSrc } from '/assets/api.js';
-import { CODES } from '/assets/contract.js';
+import { el } from '/assets/api.js';
+import { renderAttachment } from '/assets/chat-attachments.js';
 
 /**
  * What both chat pages share: the message log (ordered by conversation then `seq`, whatever
- * order messages arrive in), sending exactly once with a `client_msg_id` and safe retries, the
- * typing indicator, and uploads with progress.
+ * order messages arrive in). Sending exactly once with a `client_msg_id` and safe retries, and
+ * typing, are in chat-send.js; showing, loading and uploading attachments in chat-attachments.js.
  */
 
 /**
@@ -20,6 +20,7 @@ import { CODES } from '/assets/contract.js';
  * @typedef {{ clientMsgId: string, content: string, attachment?: Attachment, state: 'sending' | 'failed', error?: string }} Pending
  * @typedef {{ id: string, conversation_id: string, visitor_id: string, agent_id: string | null, agent_nickname: string,
  *   after_seq: number, content: string, created_at: number }} Note
+ * @typedef {import('/assets/chat-attachments.js').AttachmentLoader} AttachmentLoader
  */
 
 /**
@@ -27,10 +28,6 @@ import { CODES } from '/assets/contract.js';
  * @param {Message} m @param {string} word the pages' word for a bot
  */
 const botLabel = (m, word) => (typeof m.meta?.bot_name === 'string' ? `${m.meta.bot_name} (${word})` : word);
-
-/** A new idempotency key: the same key is reused for every retry of one message. */
-export const newClientMsgId = () =>
-  `${Date.now().toString(36)}-${Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 
 /**
  * The words the message log shows, English unless a page passes its own (the widget passes
@@ -282,209 +279,6 @@ export function messageLog(
     /** The newest message, if any. */
     newest() {
       return [...byId.values()].sort(compare).at(-1);
-    },
-  };
-}
-
-/**
- * Loads an attachment path the browser cannot fetch by itself (no signature in it, and the
- * identity is a bearer token, not a cookie) and answers a `blob:` URL for it.
- * @typedef {(path: string) => Promise<string>} AttachmentLoader
- */
-
-/** Whether a download path carries its own signature (then anybody holding it may fetch it). */
-const isSigned = (/** @type {string} */ path) => /[?&]sig=/.test(path);
-
-/**
- * An image inline as its thumbnail (a link to the full picture), any other file as a link.
- * `load` fetches unsigned paths with the page's identity (the visitor's bearer token).
- * @param {Attachment} a
- * @param {AttachmentLoader} [load]
- */
-export function renderAttachment(a, load) {
-  const href = imageSrc(a.url, '');
-  const needsLoad = (/** @type {string} */ path) => Boolean(load && path && !isSigned(path));
-  /** Opens or downloads through `load` when the plain link would not carry the identity. */
-  const viaLoader = (/** @type {HTMLAnchorElement} */ link) =>
-    link.addEventListener('click', async (event) => {
-      if (!load || !needsLoad(href) || link.dataset.loaded) return;
-      event.preventDefault();
-      link.href = await load(href);
-      link.dataset.loaded = 'true';
-      link.click();
-    });
-  if (a.kind === 'image') {
-    const src = imageSrc(a.thumbnail_url ?? a.url, '');
-    const img = el('img', { className: 'attachment-thumb', alt: a.name, 'data-attachment-id': a.attachment_id });
-    if (load && needsLoad(src))
-      void load(src).then(
-        (url) => (img.src = url),
-        () => {},
-      );
-    else if (src) img.src = src;
-    const link = el(
-      'a',
-      { className: 'attachment-link image', href: href || undefined, target: '_blank', rel: 'noopener' },
-      img,
-    );
-    viaLoader(link);
-    return link;
-  }
-  const link = el(
-    'a',
-    {
-      className: 'attachment-link file',
-      href: href || undefined,
-      download: a.name,
-      'data-attachment-id': a.attachment_id,
-    },
-    // The name isolated: a bidi override left in it cannot turn "(6 B)" or the line around.
-    el('bdi', { text: a.name }),
-    ` (${formatBytes(a.size)})`,
-  );
-  viaLoader(link);
-  return link;
-}
-
-/**
- * An AttachmentLoader for a bearer identity: each path fetched once, kept as a `blob:` URL.
- * @param {() => Record<string, string>} headers
- * @returns {AttachmentLoader}
- */
-export function bearerAttachmentLoader(headers) {
-  /** @type {Map<string, Promise<string>>} */
-  const cache = new Map();
-  return (path) => {
-    let url = cache.get(path);
-    if (!url) {
-      url = fetch(path, { headers: headers() }).then(async (res) => {
-        if (!res.ok) throw new Error(`HTTP ${res.status}`);
-        return URL.createObjectURL(await res.blob());
-      });
-      url.catch(() => cache.delete(path));
-      cache.set(path, url);
-    }
-    return url;
-  };
-}
-
-/** Envelope codes worth another try with the same client_msg_id: the server may not have stored it. */
-/** @type {Set<number>} */
-const RETRYABLE = new Set([CODES.SERVICE_UNAVAILABLE, CODES.INTERNAL, CODES.RATE_LIMITED]);
-
-/**
- * Sends a message exactly once: the same `client_msg_id` on every attempt, so a retry after a
- * lost answer returns the stored message instead of a second one. Resolves with the envelope of
- * the last attempt; a network failure or a retryable code is tried again (up to `attempts`).
- * @param {string} path
- * @param {Record<string, string>} fields
- * @param {{ headers?: Record<string, string>, attempts?: number }} [options]
- * @returns {Promise<Envelope>}
- */
-export async function sendOnce(path, fields, { headers = {}, attempts = 5 } = {}) {
-  /** @type {Envelope} */
-  let last = { code: CODES.SERVICE_UNAVAILABLE, msg: 'The server could not be reached.', data: [] };
-  for (let attempt = 0; attempt < attempts; attempt++) {
-    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** attempt, 5000)));
-    try {
-      const { body } = await callJson(path, { method: 'POST', json: fields, headers });
-      last = body;
-      if (!RETRYABLE.has(body.code)) return body;
-    } catch {
-      // network failure: the request may or may not have arrived; the same key makes retrying safe
-    }
-  }
-  return last;
-}
-
-/**
- * Uploads one file as multipart (field `file`) with XMLHttpRequest, so the upload's progress can
- * be shown. Resolves with the envelope (the server's refusal included).
- * @param {string} path
- * @param {File} file
- * @param {{ headers?: Record<string, string>, onProgress?: (fraction: number) => void }} [options]
- * @returns {Promise<Envelope>}
- */
-export function uploadFile(path, file, { headers = {}, onProgress } = {}) {
-  return new Promise((resolve) => {
-    const xhr = new XMLHttpRequest();
-    xhr.open('POST', path);
-    xhr.withCredentials = true;
-    xhr.setRequestHeader('Accept', 'application/json');
-    for (const [name, value] of Object.entries(headers)) xhr.setRequestHeader(name, value);
-    xhr.upload.addEventListener('progress', (event) => {
-      if (event.lengthComputable) onProgress?.(event.loaded / event.total);
-    });
-    xhr.addEventListener('load', () => {
-      /** @type {Envelope | undefined} */
-      let body;
-      try {
-        body = JSON.parse(xhr.responseText);
-      } catch {
-        body = undefined;
-      }
-      resolve(
-        body && typeof body.code === 'number'
-          ? body
-          : { code: CODES.INTERNAL, msg: `Unexpected answer from the server (HTTP ${xhr.status})`, data: [] },
-      );
-    });
-    const failed = () =>
-      resolve({ code: CODES.SERVICE_UNAVAILABLE, msg: 'The upload did not reach the server.', data: [] });
-    xhr.addEventListener('error', failed);
-    xhr.addEventListener('abort', failed);
-    const form = new FormData();
-    form.append('file', file, file.name);
-    xhr.send(form);
-  });
-}
-
-/**
- * Tells the other side while someone types: `typing: true` at most every 3 s while keys are
- * pressed, `typing: false` after 4 s without a key or when the message is sent.
- * @param {(typing: boolean) => Promise<unknown>} post
- */
-export function typingNotifier(post) {
-  let lastTrue = 0;
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let idle;
-  const stop = () => {
-    clearTimeout(idle);
-    if (lastTrue) {
-      lastTrue = 0;
-      post(false).catch(() => {});
-    }
-  };
-  return {
-    input() {
-      const now = Date.now();
-      if (now - lastTrue > 3000) {
-        lastTrue = now;
-        post(true).catch(() => {});
-      }
-      clearTimeout(idle);
-      idle = setTimeout(stop, 4000);
-    },
-    stop,
-  };
-}
-
-/**
- * Shows "… is typing" in `node` while the other side types; hidden on `typing: false`, on their
- * message, or 6 s after the last event (a lost `false` must not leave it on).
- * @param {HTMLElement} node
- * @param {(who: string) => string} [sentence] the words, in the page's language
- */
-export function typingIndicator(node, sentence = (who) => `${who} is typing…`) {
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  return {
-    /** @param {string} who @param {boolean} typing */
-    show(who, typing) {
-      clearTimeout(timer);
-      node.textContent = typing ? sentence(who) : '';
-      node.hidden = !typing;
-      if (typing) timer = setTimeout(() => this.show(who, false), 6000);
     },
   };
 }

@@ -1,6 +1,6 @@
 // @ts-check
 import { formatBytes, say } from '/assets/api.js';
-import { uploadFile } from '/assets/chat.js';
+import { uploadFile } from '/assets/chat-attachments.js';
 
 /**
  * The widget's attachments: a file is checked against the merchant's switches and

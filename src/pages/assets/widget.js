@@ -1,13 +1,8 @@
 // @ts-check
 import { byId, callJson, say } from '/assets/api.js';
-import {
-  bearerAttachmentLoader,
-  messageLog,
-  newClientMsgId,
-  sendOnce,
-  typingIndicator,
-  typingNotifier,
-} from '/assets/chat.js';
+import { messageLog } from '/assets/chat.js';
+import { bearerAttachmentLoader } from '/assets/chat-attachments.js';
+import { newClientMsgId, sendOnce, typingIndicator, typingNotifier } from '/assets/chat-send.js';
 import { CODES, EVENTS } from '/assets/contract.js';
 import { historyPager } from '/assets/history.js';
 import { openChannels } from '/assets/realtime.js';

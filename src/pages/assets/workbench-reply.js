@@ -1,6 +1,7 @@
 // @ts-check
 import { byId, callJson, say } from '/assets/api.js';
-import { newClientMsgId, sendOnce, typingNotifier, uploadFile } from '/assets/chat.js';
+import { uploadFile } from '/assets/chat-attachments.js';
+import { newClientMsgId, sendOnce, typingNotifier } from '/assets/chat-send.js';
 import { CODES } from '/assets/contract.js';
 import { writeNote } from '/assets/desk.js';
 

@@ -1,6 +1,7 @@
 // @ts-check
 import { byId, callJson, el, LOGIN_PAGE, logout, say } from '/assets/api.js';
-import { messageLog, typingIndicator } from '/assets/chat.js';
+import { messageLog } from '/assets/chat.js';
+import { typingIndicator } from '/assets/chat-send.js';
 import { CODES, EVENTS, PATHS } from '/assets/contract.js';
 import { cannedPicker, labelBar, labelFilter, loadNotes } from '/assets/desk.js';
 import { developerToggle, eventFeed } from '/assets/feed.js';
