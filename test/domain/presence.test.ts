@@ -148,21 +148,24 @@ describe('connections', () => {
 
   it('within the grace period a closed connection still counts: a reload does not flap', async () => {
     const w = await watched();
-    // A grace of 2 s, so a loaded machine cannot let it pass before the checks below; the sweep
-    // looks at the moment of the close (its clock pinned there), as it would just after a reload.
-    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 2 } });
+    // A grace of 10 s, so a loaded machine cannot let it pass before the checks below (its timer
+    // firing meanwhile would settle the agent concurrently with the sweep); the sweep's clock
+    // starts at the moment of the close, as it would just after a reload, and runs on from there
+    // (a clock stopped for good would also stop the leases of the publications it makes).
+    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 10 } });
     const closedAt = Date.now();
     await tracker.disconnected(await tracker.connected(w.agent));
-    await settleExpiredPresence({ ...deps, now: () => closedAt });
+    const sweepStart = Date.now();
+    await settleExpiredPresence({ ...deps, now: () => closedAt + (Date.now() - sweepStart) });
     expect(await readAgentState(deps, w.agent.agent)).toBe('online');
     // close() drops the pending grace timer: nothing is settled after shutdown. An absence shows
-    // only past the moment: wait well beyond the timer (2 s), then for anything it published.
+    // only past the moment: wait beyond the timer (10 s from the close), then for anything it published.
     await tracker.close();
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, closedAt + 10_500 - Date.now())));
     await w.settled();
     expect(w.states()).toEqual([['online', 'connected']]);
     w.recorder.stop();
-  });
+  }, 60_000);
 
   it('connections left behind by a crashed instance expire: the sweep takes their agent offline', async () => {
     const w = await watched();
