@@ -30,6 +30,8 @@ export async function tcpProxy(targetPort: () => number) {
   const { port } = server.address() as { port: number };
   return {
     port,
+    /** How many connections go through the proxy now. */
+    open: () => pairs.size,
     /** Destroys every proxied connection and refuses new ones for `downMs`; answers how many there were. */
     cut(downMs = 0) {
       downUntil = Date.now() + downMs;
