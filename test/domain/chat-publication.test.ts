@@ -232,8 +232,9 @@ describe('Owned publication of a send', () => {
         expect(rows.length).toBeGreaterThan(0);
         expect(rows.every((r) => r.claimedUntil !== null)).toBe(true);
         // While the claim stands, a round of the key and the drain leave it.
+        // (The drain's count is not this key's alone: on PostgreSQL other files publish meanwhile.)
         await publishOutbox(deps, visitorKey(visitor.visitorId), { waitMs: 50 });
-        expect(await drainOutbox(deps, 0)).toBe(0);
+        await drainOutbox(deps, 0);
         expect(await keyRows(visitor.visitorId)).toHaveLength(rows.length);
         expect(feed.of('message.created')).toEqual([]);
         // Past the claim, the drain publishes them.
