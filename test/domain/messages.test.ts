@@ -462,9 +462,10 @@ describe('Typing', () => {
     });
     await closeConversation(deps, visitor);
     expect(await refusalOf(setTyping(deps, visitor, {}))).toBe('CONVERSATION_CLOSED: This conversation is closed');
-    // Queued: nobody to tell yet.
+    // Before the first message (the widget's input fires typing) and queued: nobody to tell yet.
     const m = await f.merchant();
     const waiting = await f.visitor(m);
+    expect(await setTyping(deps, waiting, {})).toEqual({ published: false });
     await assignAgent(deps, waiting);
     expect(await setTyping(deps, waiting, { typing: false })).toEqual({ published: false });
     feed.stop();

@@ -68,7 +68,8 @@ export async function openTab(browser: Browser): Promise<BrowserTab> {
   const problems: string[] = [];
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   page.on('console', (message) => {
-    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    // A failed resource load says only its status: the location names the resource.
+    if (message.type() === 'error') problems.push(`console: ${message.text()} (${message.location().url})`);
   });
   return { context, page, problems, close: () => context.close() };
 }

@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
-import { latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
+import { type ConversationContext, latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
 import { required } from '../inputs.js';
 import type { BotViewer } from '../integration/bots/viewer.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
@@ -32,14 +32,24 @@ export const sender = (viewer: SenderViewer): { type: 'visitor' | 'agent' | 'bot
       ? { type: 'bot', id: viewer.botId }
       : { type: 'agent', id: viewer.agentId };
 
-/** The conversation a read or typing call addresses: the open one, else the latest. */
-export async function currentConversation(deps: Deps, viewer: ChatViewer, visitorId: string) {
+/** The conversation a read or typing call addresses: the open one, else the latest; none before the first. */
+export async function currentConversationIfAny(
+  deps: Deps,
+  viewer: ChatViewer,
+  visitorId: string,
+): Promise<ConversationContext | undefined> {
   if (viewer.kind === 'agent') await requireMerchantVisitor(deps.db, viewer.merchantId, visitorId);
   const ctx =
     (await openConversation(deps.db, viewer.merchantId, visitorId)) ??
     (await latestConversation(deps.db, viewer.merchantId, visitorId));
-  if (!ctx) throw new DomainError('NOT_FOUND', 'No conversation yet');
-  if (viewer.kind === 'agent' && ctx.conversation.agentId !== viewer.agentId && viewer.level !== 'admin')
+  if (ctx && viewer.kind === 'agent' && ctx.conversation.agentId !== viewer.agentId && viewer.level !== 'admin')
     throw new DomainError('NOT_ASSIGNED', 'This conversation is not assigned to you');
+  return ctx;
+}
+
+/** As currentConversationIfAny, refusing a visitor who has no conversation yet. */
+export async function currentConversation(deps: Deps, viewer: ChatViewer, visitorId: string) {
+  const ctx = await currentConversationIfAny(deps, viewer, visitorId);
+  if (!ctx) throw new DomainError('NOT_FOUND', 'No conversation yet');
   return ctx;
 }

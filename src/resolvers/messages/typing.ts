@@ -1,10 +1,9 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
-import type { ConversationContext } from '../chat-rows.js';
 import { agentChannel, publish } from '../events.js';
 import { flag, parseInput } from '../inputs.js';
-import { type ChatViewer, currentConversation, id, sender, targetVisitor } from './target.js';
+import { type ChatViewer, currentConversationIfAny, id, sender, targetVisitor } from './target.js';
 
 /** Typing (ephemeral). */
 
@@ -20,7 +19,8 @@ export type TypingInput = z.input<typeof typingInput>;
  * published, never stored, not even in the channel's resumable history (a resume has no use for
  * it, and a typing flood must not push the events that matter out of it). Throttled both ways:
  * each of `typing: true` and `typing: false` at most once per TYPING_THROTTLE_SECONDS per sender
- * and conversation (`published` false when throttled).
+ * and conversation (`published` false when throttled, or when there is nobody to tell: no
+ * conversation yet, or none assigned).
  */
 export async function setTyping(
   deps: Deps,
@@ -29,7 +29,9 @@ export async function setTyping(
 ): Promise<{ published: boolean }> {
   const input = parseInput(typingInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
-  const ctx: ConversationContext = await currentConversation(deps, viewer, visitorId);
+  // Typing before the first message (the widget's input fires it) has nobody to tell yet.
+  const ctx = await currentConversationIfAny(deps, viewer, visitorId);
+  if (!ctx) return { published: false };
   const c = ctx.conversation;
   if (c.state === 'closed') throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
   const who = sender(viewer);
