@@ -1,6 +1,11 @@
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
-import { type ConversationContext, latestConversation, openConversation, requireMerchantVisitor } from '../chat-rows.js';
+import {
+  type ConversationContext,
+  latestConversation,
+  openConversation,
+  requireMerchantVisitor,
+} from '../chat-rows.js';
 import { required } from '../inputs.js';
 import type { BotViewer } from '../integration/bots/viewer.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
