@@ -11,7 +11,7 @@ import { type Factories, recordEvents, type TestDeps, useTestDeps } from '../sup
 
 let deps: TestDeps;
 let f: Factories;
-useTestDeps((made) => ({ deps, f } = made));
+useTestDeps((made) => ({ deps, f } = made), { ownPresence: true });
 
 describe('re-queue when an agent goes offline', () => {
   it('its active conversations go to the front of the queue with events to everybody concerned, then to the next agent with room', async () => {

@@ -33,7 +33,7 @@ import {
 /** docs/realtime.md: who may listen where, the appkey of a connection, Session ends, the internal publish API. */
 let deps: TestDeps;
 let make: Factories;
-useTestDeps((made) => ({ deps, f: make } = made));
+useTestDeps((made) => ({ deps, f: make } = made), { ownPresence: true });
 
 const refusal = (work: () => void) => codeOf(Promise.resolve().then(work));
 

@@ -27,7 +27,7 @@ import {
  */
 let deps: TestDeps;
 let make: Factories;
-useTestDeps((made) => ({ deps, f: make } = made));
+useTestDeps((made) => ({ deps, f: make } = made), { ownPresence: true });
 
 /** An agent and a recorder of its merchant's `agent.state` events as [state, reason]. */
 async function watched(opts: { level?: 'agent' | 'ticket_agent' } = {}) {
@@ -152,20 +152,37 @@ describe('connections', () => {
     // firing meanwhile would settle the agent concurrently with the sweep); the sweep's clock
     // starts at the moment of the close, as it would just after a reload, and runs on from there
     // (a clock stopped for good would also stop the leases of the publications it makes).
-    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 10 } });
+    // The tracker's clock and its grace timer are moved past the grace below instead of waited
+    // for: the timer is a fake one whose time runs on with real time (shouldAdvanceTime), so the
+    // stores' own timers still fire meanwhile.
+    let skipped = 0;
+    const tracker = createPresenceTracker({
+      ...deps,
+      now: () => Date.now() + skipped,
+      config: { ...deps.config, presenceGraceSeconds: 10 },
+    });
     const closedAt = Date.now();
-    await tracker.disconnected(await tracker.connected(w.agent));
-    const sweepStart = Date.now();
-    await settleExpiredPresence({ ...deps, now: () => closedAt + (Date.now() - sweepStart) });
-    expect(await readAgentState(deps, w.agent.agent)).toBe('online');
-    // close() drops the pending grace timer: nothing is settled after shutdown. An absence shows
-    // only past the moment: wait beyond the timer (10 s from the close), then for anything it published.
+    const connection = await tracker.connected(w.agent);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'], shouldAdvanceTime: true });
+    try {
+      await tracker.disconnected(connection);
+      const sweepStart = Date.now();
+      await settleExpiredPresence({ ...deps, now: () => closedAt + (Date.now() - sweepStart) });
+      expect(await readAgentState(deps, w.agent.agent)).toBe('online');
+      // close() drops the pending grace timer: nothing is settled after shutdown. An absence shows
+      // only past the moment: move beyond the timer, then let anything it started finish (a second
+      // close() awaits the tracker's pending work) and arrive.
+      await tracker.close();
+      skipped = 10_500;
+      vi.advanceTimersByTime(skipped);
+    } finally {
+      vi.useRealTimers();
+    }
     await tracker.close();
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, closedAt + 10_500 - Date.now())));
     await w.settled();
     expect(w.states()).toEqual([['online', 'connected']]);
     w.recorder.stop();
-  }, 60_000);
+  });
 
   it('connections left behind by a crashed instance expire: the sweep takes their agent offline', async () => {
     const w = await watched();

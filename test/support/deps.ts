@@ -19,6 +19,7 @@ import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken } from '../../src/resolvers/visitor.js';
 import type { ChannelEvent } from '../../src/stores/bus.js';
+import { memoryPresenceStore, type PresenceStore, redisPresenceStore } from '../../src/stores/presence-store.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { freshStores, type TestStores, templateDatabase } from './stores.js';
 
@@ -188,16 +189,39 @@ export type Factories = ReturnType<typeof factories>;
  * (`testDeps()`) and factories over them are handed to `use` (which keeps them in the file's
  * variables); after them, what the factories made is cleaned up.
  */
-export function useTestDeps(use: (made: { deps: TestDeps; f: Factories }) => unknown): void {
+export function useTestDeps(
+  use: (made: { deps: TestDeps; f: Factories }) => unknown,
+  opts: { ownPresence?: boolean } = {},
+): void {
   let made: { deps: TestDeps; f: Factories } | undefined;
+  let presence: ReturnType<typeof ownPresenceStore> | undefined;
   beforeAll(async () => {
-    const deps = await testDeps();
+    const shared = await testDeps();
+    presence = opts.ownPresence ? ownPresenceStore(shared) : undefined;
+    const deps = presence ? { ...shared, presence: presence.store } : shared;
     made = { deps, f: factories(deps) };
     use(made);
   });
   afterAll(async () => {
     await made?.f.cleanup();
+    presence?.close();
   });
+}
+
+/**
+ * An empty presence store beside the worker's (a map, or the worker's Redis under a prefix of
+ * its own), for `useTestDeps(…, { ownPresence: true })`. A sweep whose clock is moved past the
+ * connections' TTL settles every agent the store tracks: on the worker's store that is every
+ * agent the worker's earlier files left connected (each an `agent.state` and a re-queue), so such
+ * a test's time grew with its place in the run (15–25 s for one test); on its own store it
+ * settles its own agents only.
+ */
+function ownPresenceStore(deps: Deps): { store: PresenceStore; close(): void } {
+  if (!deps.redis) return { store: memoryPresenceStore(), close: () => {} };
+  const redis = deps.redis.duplicate({
+    keyPrefix: `${deps.config.redisPrefix}presence-${randomBytes(4).toString('hex')}:`,
+  });
+  return { store: redisPresenceStore(redis), close: () => redis.disconnect() };
 }
 
 /**
