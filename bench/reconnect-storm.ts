@@ -114,12 +114,30 @@ export async function reconnectStorm(ctx: StormContext) {
       });
     });
 
+  /**
+   * Opens every tab, OPENING at a time. A socket refused or reset before its connection_ack (the
+   * listen backlog overflowing when a thousand arrive at once on a busy core) tries again after
+   * a short random wait, as a client's reconnect does; the retries are reported.
+   */
+  let retries = 0;
+  const openWithRetry = async (tab: Tab) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await open(tab);
+      } catch (error) {
+        tab.ws?.terminate();
+        if (attempt >= 10) throw error;
+        retries++;
+        await sleep(100 + Math.random() * 400);
+      }
+    }
+  };
   async function openAll(): Promise<{ seconds: number }> {
     const started = Date.now();
     let next = 0;
     await Promise.all(
       Array.from({ length: Math.min(OPENING, tabs.length) }, async () => {
-        while (next < tabs.length) await open(tabs[next++] as Tab);
+        while (next < tabs.length) await openWithRetry(tabs[next++] as Tab);
       }),
     );
     return { seconds: (Date.now() - started) / 1000 };
@@ -172,7 +190,9 @@ export async function reconnectStorm(ctx: StormContext) {
     peakRss = Math.max(peakRss, ctx.gateway.rss());
   }, 50);
   const stormStarted = Date.now();
+  const retriesBefore = retries;
   const reopened = await openAll();
+  const stormRetries = retries - retriesBefore;
   const back = await allGot(5, 30 - (Date.now() - stormStarted) / 1000);
   const backSeconds = (Date.now() - stormStarted) / 1000;
   clearInterval(sampler);
@@ -202,9 +222,9 @@ export async function reconnectStorm(ctx: StormContext) {
     met ? 'met' : '**not met**',
     '',
     '',
-    `${exact} of ${tabs.length} sockets got every event once, in order (gaps ${gaps}, duplicates ${duplicates}); ${reads} history reads, ${pgStatements} PostgreSQL statements (token checks, background jobs) during the storm; peak RSS ${fmt(peakRss / 1048576)} MiB, live heap after ${fmt(heap / 1048576)} MiB`,
+    `${exact} of ${tabs.length} sockets got every event once, in order (gaps ${gaps}, duplicates ${duplicates}); ${reads} history reads, ${pgStatements} PostgreSQL statements (token checks, background jobs) during the storm; ${stormRetries} sockets reset or refused before their ack and reopened (${retriesBefore} while subscribing before the storm); peak RSS ${fmt(peakRss / 1048576)} MiB, live heap after ${fmt(heap / 1048576)} MiB`,
   ]);
   ctx.log(
-    `11 reconnect storm: ${tabs.length} back in ${fmt(backSeconds, 1)} s, ${fmt(rate)} conn/s, ${reads} history reads, ${pgStatements} pg statements, exact ${exact}, peak RSS ${fmt(peakRss / 1048576)} MiB`,
+    `11 reconnect storm: ${tabs.length} back in ${fmt(backSeconds, 1)} s, ${fmt(rate)} conn/s, ${reads} history reads, ${pgStatements} pg statements, ${stormRetries} reopened, exact ${exact}, peak RSS ${fmt(peakRss / 1048576)} MiB`,
   );
 }

@@ -119,6 +119,34 @@ export interface BusOptions {
   onHistoryRead?: () => void;
 }
 
+/** How long a read of a channel's history serves later resumes (the span of a reconnect storm). */
+const KEEP_REPLAY_MS = 30_000;
+/** Reads kept per channel: one per position its subscribers resume from, newest kept. */
+const MAX_KEPT_REPLAYS = 4;
+
+/**
+ * A read of a channel's history after `after`, begun while the channel's hub listened, kept for
+ * the resumes that follow it. It is the store's answer for as long as no event has reached the
+ * hub since the read began: an event the read did not see was appended after it, so it reaches
+ * the hub later (pub/sub, or the catch-up after a Redis reconnect) — the first one drops every
+ * kept read. A subscriber that takes a kept read already listens on the hub, so what reaches the
+ * hub from then on reaches it too: the kept events and its live ones leave no gap between them.
+ */
+interface KeptReplay {
+  after: EventId;
+  page: Promise<{ events: ChannelEvent[]; lost: boolean; complete: boolean }>;
+  until: number;
+}
+
+interface Hub {
+  listeners: Set<Listener>;
+  lastId?: EventId;
+  ready: Promise<void>;
+  /** Set once `ready` resolved: live events reach the hub from then on. */
+  listening: boolean;
+  replays: KeptReplay[];
+}
+
 /**
  * The bus over a store's history backend: the subscribe algorithm both stores share (resume
  * after `since` in pages, then live events without duplicates; one backend listener a channel
@@ -129,10 +157,12 @@ export function createBus(
   defaults: { maxQueued: number; onHistoryRead?: () => void },
 ): EventBus {
   // One hub a channel with local listeners; `lastId` drops duplicates (replays after reconnects).
-  const hubs = new Map<string, { listeners: Set<Listener>; lastId?: EventId; ready: Promise<void> }>();
+  const hubs = new Map<string, Hub>();
   const deliver = (event: ChannelEvent) => {
     const hub = hubs.get(event.channel);
     if (!hub) return;
+    // Any event reaching the channel may be one a kept read did not see: later resumes read anew.
+    if (hub.replays.length > 0) hub.replays = [];
     if (hub.lastId && compareIds(event.id, hub.lastId) <= 0) return;
     hub.lastId = event.id;
     for (const listener of hub.listeners) listener(event);
@@ -144,29 +174,64 @@ export function createBus(
     },
   });
 
-  // Concurrent reads of the same page (a reconnect storm: every tab of a conversation resuming
-  // from the event they all saw last) share one read of the store.
-  const pagesInFlight = new Map<string, ReturnType<HistoryBackend['page']>>();
-  function page(channel: string, after: EventId, limit: number) {
-    const key = `${channel}\u0000${after}\u0000${limit}`;
-    let read = pagesInFlight.get(key);
-    if (!read) {
-      defaults.onHistoryRead?.();
-      read = backend.page(channel, after, limit).finally(() => pagesInFlight.delete(key));
-      pagesInFlight.set(key, read);
+  /**
+   * A page of a channel's history, read from the store or taken from a read kept on its hub.
+   * `complete`: no kept event after the last one (the subscriber's replay is over).
+   */
+  type Page = { events: ChannelEvent[]; lost: boolean; complete: boolean };
+  const read = (channel: string, after: EventId): Promise<Page> => {
+    defaults.onHistoryRead?.();
+    return backend
+      .page(channel, after, REPLAY_PAGE)
+      .then(({ events, lost }) => ({ events, lost, complete: events.length < REPLAY_PAGE }));
+  };
+
+  /**
+   * The page after `after` for a subscriber that already listens on this instance (its own hub
+   * listener, or the fan-out's). In a reconnect storm every tab of a conversation resumes from
+   * the same position, or from one a little later, within a few seconds: they share one read
+   * of the store, kept on the channel's hub (see KeptReplay for why that answer stays exact).
+   */
+  function page(channel: string, after: EventId): Promise<Page> {
+    const hub = hubs.get(channel);
+    if (!hub?.listening) return read(channel, after); // nothing would tell us the store moved on
+    const now = Date.now();
+    hub.replays = hub.replays.filter((kept) => kept.until > now);
+    const same = hub.replays.find((kept) => kept.after === after);
+    if (same) return same.page;
+    const earlier = hub.replays.find((kept) => compareIds(kept.after, after) < 0);
+    if (earlier) {
+      // Holds for a later position too, when it saw every kept event and none was dropped: the
+      // store would answer the events after `after` among them, and no gap (its floor ≤ kept.after).
+      return earlier.page.then((kept) =>
+        kept.complete && !kept.lost
+          ? { events: kept.events.filter((event) => compareIds(event.id, after) > 0), lost: false, complete: true }
+          : read(channel, after),
+      );
     }
-    return read;
+    const replay: KeptReplay = { after, page: read(channel, after), until: now + KEEP_REPLAY_MS };
+    replay.page.catch(() => {
+      hub.replays = hub.replays.filter((kept) => kept !== replay);
+    });
+    hub.replays.push(replay);
+    if (hub.replays.length > MAX_KEPT_REPLAYS) hub.replays.shift();
+    return replay.page;
   }
 
   async function join(channel: string, listener: Listener) {
     let hub = hubs.get(channel);
     if (!hub) {
-      const created = { listeners: new Set<Listener>(), ready: backend.listen(channel) };
+      const created: Hub = { listeners: new Set(), ready: backend.listen(channel), listening: false, replays: [] };
       hub = created;
       hubs.set(channel, created);
-      created.ready.catch(() => {
-        if (hubs.get(channel) === created) hubs.delete(channel);
-      });
+      created.ready.then(
+        () => {
+          created.listening = true;
+        },
+        () => {
+          if (hubs.get(channel) === created) hubs.delete(channel);
+        },
+      );
     }
     hub.listeners.add(listener);
     try {
@@ -221,7 +286,7 @@ export function createBus(
         } else {
           // Replay page by page; each page says whether events after the cursor were dropped.
           while (!signal?.aborted) {
-            const { events, lost } = await page(channel, cursor, REPLAY_PAGE);
+            const { events, lost, complete } = await page(channel, cursor);
             if (lost) {
               yield { id: cursor, channel, event: HISTORY_GAP, data: { since: cursor }, at: new Date().toISOString() };
             }
@@ -229,7 +294,7 @@ export function createBus(
               yield event;
               cursor = event.id;
             }
-            if (events.length < REPLAY_PAGE) break;
+            if (complete) break;
           }
         }
         while (!signal?.aborted && !replayOnly) {

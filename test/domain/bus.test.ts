@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ChannelEvent, type EventBus, SlowConsumerError } from '../../src/stores/bus.js';
 import { memoryEventBus } from '../../src/stores/bus-memory.js';
@@ -17,11 +18,15 @@ import { describeWhen } from '../support/required.js';
 /** The history size of the buses under test: small, so a test can overflow it. */
 const SMALL_HISTORY = 3;
 
-function sinceContract(makeBus: (historySize: number) => Promise<{ bus: EventBus; close(): Promise<void> }>) {
+function sinceContract(
+  makeBus: (historySize: number, onHistoryRead?: () => void) => Promise<{ bus: EventBus; close(): Promise<void> }>,
+) {
   let bus: EventBus;
   let close: () => Promise<void>;
+  /** Reads of a channel's history that reached the store (the bus's `onHistoryRead`). */
+  const storeReads = { count: 0 };
   beforeAll(async () => {
-    ({ bus, close } = await makeBus(1000));
+    ({ bus, close } = await makeBus(1000, () => storeReads.count++));
   });
   afterAll(() => close());
 
@@ -215,6 +220,85 @@ function sinceContract(makeBus: (historySize: number) => Promise<{ bus: EventBus
     expect(fresh.map((e) => [e.event, e.id])).toEqual([['subscribed', kept[1]?.id]]);
   });
 
+  describe('a reconnect storm: many subscribers of one channel resume with since at once', () => {
+    /** Every event of `resumed` until `last` (inclusive): the replay, then live events. */
+    async function until(resumed: AsyncGenerator<ChannelEvent>, last: string): Promise<string[]> {
+      const ids: string[] = [];
+      while (ids.at(-1) !== last) ids.push((await next(resumed, `event ${last}`)).id);
+      return ids;
+    }
+
+    it('subscribers resuming from the same position share one read of the store; each gets every missed event once, in order, then the live one', async () => {
+      const name = channel();
+      const seen = await bus.publish(name, 'seen', {});
+      const missed = [
+        await bus.publish(name, 'm1', {}),
+        await bus.publish(name, 'm2', {}),
+        await bus.publish(name, 'm3', {}),
+      ];
+      const controller = new AbortController();
+      setMaxListeners(20, controller.signal);
+      const tabs = Array.from({ length: 20 }, () => bus.subscribe(name, { since: seen.id, signal: controller.signal }));
+      const readsBefore = storeReads.count;
+      try {
+        const replays = await Promise.all(tabs.map((tab) => until(tab, (missed[2] as ChannelEvent).id)));
+        expect(storeReads.count - readsBefore).toBe(1);
+        const live = await bus.publish(name, 'live', {});
+        const lives = await Promise.all(tabs.map((tab) => next(tab, 'the live event')));
+        for (const [i, replay] of replays.entries()) {
+          expect([...replay, lives[i]?.id]).toEqual([...missed.map((e) => e.id), live.id]);
+        }
+      } finally {
+        controller.abort();
+        await Promise.all(tabs.map((tab) => tab.return(undefined)));
+      }
+    });
+
+    it('a later position is answered from the read of an earlier one; an earlier position reads the store itself', async () => {
+      const name = channel();
+      const events = [];
+      for (let i = 0; i < 6; i++) events.push(await bus.publish(name, `e${i}`, {}));
+      const ids = events.map((e) => e.id);
+      const controller = new AbortController();
+      // In this order: the first read (after e1) serves e2's and e4's positions; e0's needs its own.
+      const positions = [ids[1], ids[2], ids[4], ids[0]] as string[];
+      const readsBefore = storeReads.count;
+      const tabs = positions.map((since) => bus.subscribe(name, { since, signal: controller.signal }));
+      try {
+        const replays = await Promise.all(tabs.map((tab) => until(tab, ids[5] as string)));
+        expect(storeReads.count - readsBefore).toBe(2);
+        for (const [i, since] of positions.entries()) {
+          expect(replays[i]).toEqual(ids.filter((id) => compareIds(id, since) > 0));
+        }
+      } finally {
+        controller.abort();
+        await Promise.all(tabs.map((tab) => tab.return(undefined)));
+      }
+    });
+
+    it('an event reaching the channel after a read ends its sharing: a later resume from the same position gets that event too', async () => {
+      const name = channel();
+      const seen = await bus.publish(name, 'seen', {});
+      const missed = await bus.publish(name, 'missed', {});
+      const controller = new AbortController();
+      const first = bus.subscribe(name, { since: seen.id, signal: controller.signal });
+      const readsBefore = storeReads.count;
+      let second: AsyncGenerator<ChannelEvent> | undefined;
+      try {
+        expect(await until(first, missed.id)).toEqual([missed.id]);
+        const meanwhile = await bus.publish(name, 'meanwhile', {});
+        // Once the first subscriber has it, the channel's listener on this instance has it.
+        expect((await next(first, 'meanwhile')).id).toBe(meanwhile.id);
+        second = bus.subscribe(name, { since: seen.id, signal: controller.signal });
+        expect(await until(second, meanwhile.id)).toEqual([missed.id, meanwhile.id]);
+        expect(storeReads.count - readsBefore).toBe(2);
+      } finally {
+        controller.abort();
+        await Promise.all([first.return(undefined), second?.return(undefined)]);
+      }
+    });
+  });
+
   it('aborting ends a subscription that is waiting for events, at once', async () => {
     const controller = new AbortController();
     const idle = bus.subscribe(channel(), { signal: controller.signal });
@@ -226,8 +310,8 @@ function sinceContract(makeBus: (historySize: number) => Promise<{ bus: EventBus
 }
 
 describe('event bus in process: since replay', () => {
-  sinceContract(async (historySize) => {
-    const bus = memoryEventBus({ historySize });
+  sinceContract(async (historySize, onHistoryRead) => {
+    const bus = memoryEventBus({ historySize, onHistoryRead });
     return { bus, close: () => bus.close() };
   });
 });
@@ -246,13 +330,13 @@ describeWhen(
       if (privateRedis) server = await startPrivateRedis();
     });
     afterAll(() => server?.destroy());
-    sinceContract(async (historySize) => {
+    sinceContract(async (historySize, onHistoryRead) => {
       const url = process.env.REDIS_URL ?? (server as PrivateService).url;
       const prefix = `parley-test:${randomBytes(6).toString('hex')}:`;
       const redis = connectRedis(url, { keyPrefix: prefix });
       const subscriber = connectRedis(url);
       await Promise.all([redisReady(redis), redisReady(subscriber)]);
-      const bus = redisEventBus({ redis, subscriber, prefix, historySize, historyTtlSeconds: 60 });
+      const bus = redisEventBus({ redis, subscriber, prefix, historySize, historyTtlSeconds: 60, onHistoryRead });
       return {
         bus,
         async close() {

@@ -6,7 +6,7 @@ import type { EventBus } from '../../src/stores/bus.js';
 import { compareIds } from '../../src/stores/event-id.js';
 import type { Connection } from '../../src/subscriptions/connection.js';
 import { createFanout, type FanoutSocket, type FrameFormat } from '../../src/subscriptions/fanout.js';
-import { eventually, type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
+import { eventually, type Factories, metricValue, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
  * The fan-out (src/subscriptions/fanout.ts) on the real deps: the bus of this run (in process,
@@ -193,5 +193,31 @@ describe('fan-out: subscribers joining while events flow', () => {
       const position = s.since ?? (ids.shift() as string);
       expect(ids).toEqual(published.filter((id) => compareIds(id, position) > 0));
     }
+  });
+});
+
+describe('fan-out: a reconnect storm', () => {
+  it('every tab of a conversation resuming with since at once: one read of the history, each tab every event once, in order', async () => {
+    const f = await fixture();
+    const format: FrameFormat = { key: 'storm', payload: (event) => JSON.stringify({ id: event.id }) };
+    // Seen by every tab before the drop; then three events while no socket is connected.
+    const seen = await f.publish('seen');
+    const missed = [await f.publish('m1'), await f.publish('m2'), await f.publish('m3')];
+    await eventually(() => f.open.count === 0, 'no listener left on the channel');
+    const readsBefore = await metricValue(deps, 'parley_history_reads_total');
+    const tabs = Array.from({ length: 50 }, () => recordingSocket());
+    // They come back in two waves: the second after the first one's read is over.
+    const wave = async (from: number, to: number) => {
+      for (let i = from; i < to; i++)
+        f.subscribe((tabs[i] as ReturnType<typeof recordingSocket>).to, format, `tab-${i}`, seen.id);
+      await eventually(() => tabs.slice(from, to).every((tab) => tab.frames.length === 3), 'the replay at every tab');
+    };
+    await wave(0, 25);
+    await wave(25, 50);
+    expect((await metricValue(deps, 'parley_history_reads_total')) - readsBefore).toBe(1);
+    const live = await f.publish('live');
+    await eventually(() => tabs.every((tab) => tab.frames.length === 4), 'the live event at every tab');
+    const expected = [...missed, live].map((event) => event.id);
+    for (const tab of tabs) expect(tab.frames.map((frame) => payloadOf(frame).id)).toEqual(expected);
   });
 });
