@@ -84,6 +84,10 @@ describe.each([
           url: chat.wsAddress,
           identity,
           webSocketImpl: WebSocket,
+          // A short backoff (documented options) so the clients do not sit out seconds of a doubled
+          // delay after each restart; the recovery they show is the same.
+          initialRetryDelayMs: 50,
+          maxRetryDelayMs: 400,
           onStatus: (status) => connected.set(parley, status.state === 'connected'),
           ...(onIdentityGone ? { onIdentityGone } : {}),
         });
