@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSession, HttpClient } from '../support/clients.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import { startTestApp, type TestApp, withClockAhead } from '../support/test-app.js';
 
 // What the pages promise over plain HTTP; these run with or without a browser.
 const VIEWS = join(import.meta.dirname, '..', '..', 'src', 'pages', 'views');
@@ -36,6 +36,67 @@ describe('pages over HTTP', () => {
     const login = await alice.client.request('/agent/login');
     expect(login.status).toBe(303);
     expect(login.headers.get('location')).toBe('/agent/');
+  });
+
+  it('the admin page is for admins only, and names their merchant; any other agent goes to its own entry', async () => {
+    const anonymous = await new HttpClient(t.url).request('/agent/admin');
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.headers.get('location')).toBe('/agent/login');
+
+    const ada = await agentSession(t.url, 'ada');
+    const page = await ada.client.request('/agent/admin');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(page.headers.get('cache-control')).toBe('no-store');
+    expect(await page.text()).toContain(
+      '<span class="merchant-name">Demo Shop</span> · <code id="merchant-bid">demo</code>',
+    );
+
+    for (const [username, entry] of [
+      ['alice', '/agent/'],
+      ['tom', '/agent/ticket'],
+    ] as const) {
+      const { client } = await agentSession(t.url, username);
+      const res = await client.request('/agent/admin');
+      expect(res.status, username).toBe(303);
+      expect(res.headers.get('location'), username).toBe(entry);
+    }
+  });
+
+  it('a Session past its absolute lifetime counts as none: the login form again, the pages redirect to it', async () => {
+    const { client } = await agentSession(t.url, 'alice');
+    expect((await client.request('/agent/')).status).toBe(200);
+    await withClockAhead(t, (t.config.sessionAbsoluteTtlSeconds + 60) * 1000, async () => {
+      const login = await client.request('/agent/login');
+      expect(login.status).toBe(200);
+      expect(await login.text()).toContain('<form');
+    });
+    // The expired Session was ended, not merely skipped: it stays gone with the clock back.
+    for (const path of ['/agent/', '/agent/ticket', '/agent/admin']) {
+      const res = await client.request(path);
+      expect(res.status, path).toBe(303);
+      expect(res.headers.get('location'), path).toBe('/agent/login');
+    }
+  });
+
+  it('the join page says whether registration and SMS registration are open (both off by default)', async () => {
+    const html = await (await new HttpClient(t.url).request('/agent/join')).text();
+    expect(html).toContain('data-sms-registration="off" data-registration="off"');
+  });
+
+  it('the pages install their test hooks outside production only', async () => {
+    const html = await (await new HttpClient(t.url).request('/visitor/?appkey=demo-appkey')).text();
+    expect(html).toContain('<html lang="en" data-test-hooks="on">');
+  });
+
+  it('template values are written as text: every HTML-special character escaped, the appkey trimmed and bounded', async () => {
+    const hostile = `'&"<b>`;
+    const res = await new HttpClient(t.url).request(`/visitor/?appkey=${encodeURIComponent(`  ${hostile}  `)}`);
+    expect(await res.text()).toContain('data-appkey="&#39;&amp;&quot;&lt;b&gt;"');
+    const long = await new HttpClient(t.url).request(`/visitor/?appkey=${'k'.repeat(300)}`);
+    expect(await long.text()).toContain(`data-appkey="${'k'.repeat(128)}"`);
+    const none = await new HttpClient(t.url).request('/visitor/');
+    expect(await none.text()).toContain('data-appkey=""');
   });
 
   it('unknown JSON paths under /agent/* answer -1 without a Session and 404 with one', async () => {
@@ -88,6 +149,10 @@ describe('pages over HTTP', () => {
     expect(chunk).toBeDefined();
     expect((await client.request(`/assets/vendor/graphql-ws/${chunk}`)).status).toBe(200);
     expect((await client.request('/assets/vendor/graphql-ws/package.json')).status).toBe(404);
+    // A chunk name that is not there is a plain 404, not a server error.
+    const missing = await client.request('/assets/vendor/graphql-ws/common-nosuch.js');
+    expect(missing.status).toBe(404);
+    expect(t.logs.filter((l) => Number(l.level) >= 50)).toEqual([]);
 
     for (const asset of [
       'avatar-alice.svg',
@@ -102,5 +167,66 @@ describe('pages over HTTP', () => {
       expect(res.status, asset).toBe(200);
       expect(res.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
     }
+  });
+
+  it('serves the Parley client to the pages with its graphql-ws import pointed at the served browser build', async () => {
+    const res = await new HttpClient(t.url).request('/assets/vendor/parley-client.js');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(res.headers.get('cache-control')).toBe('no-cache');
+    const source = await res.text();
+    expect(source).toContain("from '/assets/vendor/graphql-ws/client.js'");
+    expect(source).not.toContain("from 'graphql-ws'");
+  });
+
+  it('offers the client package as a gzip download', async () => {
+    const res = await new HttpClient(t.url).request('/client/parley-client.tgz');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/gzip');
+    expect(res.headers.get('content-disposition')).toBe('attachment; filename="parley-client.tgz"');
+    expect(res.headers.get('cache-control')).toBe('no-cache');
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect([...bytes.subarray(0, 2)]).toEqual([0x1f, 0x8b]);
+  });
+
+  it('assets are revalidated on every load (no-cache and an ETag), with no directory listing or redirect', async () => {
+    const client = new HttpClient(t.url);
+    const css = await client.request('/assets/parley.css');
+    expect(css.status).toBe(200);
+    expect(css.headers.get('cache-control')).toBe('no-cache');
+    const etag = css.headers.get('etag');
+    expect(etag).toBeTruthy();
+    // A browser's revalidation (fetch would add `Cache-Control: no-cache` to a conditional request of its own).
+    const again = await client.request('/assets/parley.css', {
+      headers: { 'if-none-match': etag ?? '', 'cache-control': 'max-age=0' },
+    });
+    expect(again.status).toBe(304);
+    for (const path of ['/assets/', '/assets/vendor']) {
+      const res = await client.request(path);
+      expect(res.status, path).toBe(404);
+      expect(res.headers.get('location'), path).toBeNull();
+    }
+  });
+});
+
+describe('pages over HTTP in production, with registration open', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ config: { env: 'production', registration: true, smsRegistration: true } });
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('no page installs its test hooks', async () => {
+    for (const path of ['/visitor/?appkey=demo-appkey', '/widget/frame?appkey=demo-appkey']) {
+      const html = await (await new HttpClient(t.url).request(path)).text();
+      expect(html, path).toContain('<html lang="en" data-test-hooks="off">');
+    }
+  });
+
+  it('the join page says both registrations are open', async () => {
+    const html = await (await new HttpClient(t.url).request('/agent/join')).text();
+    expect(html).toContain('data-sms-registration="on" data-registration="on"');
   });
 });
