@@ -150,8 +150,18 @@ if (name === 'postgres' && !process.env.DATABASE_URL)
 // (scripts/vitest-kept-worker.mjs), so a busy machine does not count a slow test as a kill.
 if (part.vitestConfig === 'vitest.mutation-adapters.config.ts')
   process.env.PARLEY_MUTANT_TEST_TIMEOUT_MS ??= ADAPTER_TEST_TIMEOUT_MS;
+/**
+ * A targeted run may narrow the part's tests to a few files (PARLEY_MUTATION_TESTS_ONLY, comma-separated
+ * globs), for a quick look at what those tests alone kill: a mutant the part's other tests reach costs
+ * a run of each of them (on the `subscriptions` part, every WebSocket and Pusher test). Its score is a
+ * lower bound for the files it mutates, so its report goes to <part>.narrowed.json, which the merged
+ * report (scripts/mutation.mjs) leaves out.
+ */
+const narrowed = process.env.PARLEY_MUTATION_TESTS_ONLY?.split(',').filter(Boolean);
+const tests = narrowed?.length ? narrowed : part.tests;
+const reportName = narrowed?.length ? `${name}.narrowed` : name;
 // Read by vitest.mutation.config.ts in Stryker's test processes, which inherit this environment.
-if (part.tests) process.env.PARLEY_MUTATION_TESTS = part.tests.join(',');
+if (tests) process.env.PARLEY_MUTATION_TESTS = tests.join(',');
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -169,10 +179,10 @@ export default {
   // denominator; a mutant that a test also reaches at run time is still tested ("hybrid").
   ignoreStatic: true,
   reporters: ['clear-text', 'progress', 'json'],
-  jsonReporter: { fileName: `reports/mutation/parts/${name}.json` },
+  jsonReporter: { fileName: `reports/mutation/parts/${reportName}.json` },
   // `--incremental` (scripts/mutation.mjs passes it on) re-tests only the mutants whose code or
   // covering tests changed since this part's last run.
-  incrementalFile: `reports/mutation/parts/${name}.incremental.json`,
+  incrementalFile: `reports/mutation/parts/${reportName}.incremental.json`,
   // This machine has two cores, shared.
   concurrency: 2,
   // On top of 1.5x the covering tests' own time: enough for a slow machine, short enough that a

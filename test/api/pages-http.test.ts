@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { escapeHtml, render } from '../../src/pages/routes.js';
 import { agentSession, HttpClient } from '../support/clients.js';
 import { startTestApp, type TestApp, withClockAhead } from '../support/test-app.js';
 
@@ -105,7 +106,7 @@ describe('pages over HTTP', () => {
     const { client } = await agentSession(t.url, 'alice');
     const known = await client.json('/agent/no/such/thing');
     expect(known.status).toBe(404);
-    expect(known.body.code).toBe(1404);
+    expect(known.body).toEqual({ code: 1404, msg: 'Not found', data: [] });
   });
 
   it('every page is sent with a Content-Security-Policy allowing this server (and its WebSocket) only', async () => {
@@ -149,6 +150,9 @@ describe('pages over HTTP', () => {
     expect(chunk).toBeDefined();
     expect((await client.request(`/assets/vendor/graphql-ws/${chunk}`)).status).toBe(200);
     expect((await client.request('/assets/vendor/graphql-ws/package.json')).status).toBe(404);
+    // Only the browser client and its chunk: the package's server code and CommonJS builds are not served.
+    for (const file of ['index.js', 'client.cjs', 'client.d.ts'])
+      expect((await client.request(`/assets/vendor/graphql-ws/${file}`)).status, file).toBe(404);
     // A chunk name that is not there is a plain 404, not a server error.
     const missing = await client.request('/assets/vendor/graphql-ws/common-nosuch.js');
     expect(missing.status).toBe(404);
@@ -228,5 +232,14 @@ describe('pages over HTTP in production, with registration open', () => {
   it('the join page says both registrations are open', async () => {
     const html = await (await new HttpClient(t.url).request('/agent/join')).text();
     expect(html).toContain('data-sms-registration="on" data-registration="on"');
+  });
+});
+
+describe('page templates', () => {
+  it('render fills each placeholder with its value as text, and an unknown placeholder with nothing', () => {
+    expect(render('<p title="{{a}}">{{a}}{{missing}}</p>', { a: `<i>'&"` })).toBe(
+      '<p title="&lt;i&gt;&#39;&amp;&quot;">&lt;i&gt;&#39;&amp;&quot;</p>',
+    );
+    expect(escapeHtml('plain text')).toBe('plain text');
   });
 });
