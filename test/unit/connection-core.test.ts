@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DomainError } from '../../src/errors.js';
+import type { SessionPort } from '../../src/resolvers/session.js';
 import { hashToken } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visitor.js';
 import {
@@ -95,9 +96,11 @@ describe('the connection core', () => {
     const sockets = [opened(c, from), opened(c, from), opened(c, from)];
     expect(c.counts()).toEqual({ sockets: 3, subscriptions: 0 });
     expect(refusalOf(() => c.open(recorder(), request(from)))).toBe('too_many_connections');
+    expect(() => c.open(recorder(), request(from))).toThrow('Too many connections from this address');
     // Another address still gets the instance's last socket, then the ceiling refuses everyone.
     opened(c);
     expect(refusalOf(() => c.open(recorder(), request(address())))).toBe('try_later');
+    expect(() => c.open(recorder(), request(address()))).toThrow('Server at capacity: retry later');
     expect(c.counts().sockets).toBe(4);
 
     void sockets[0]?.connection.closed();
@@ -143,7 +146,9 @@ describe('the connection core', () => {
     ).rejects.toThrow('Visitor token not valid or expired: get a new visitor token');
     expect(bad.identity).toBeUndefined();
     const foreign = opened(c).connection;
-    expect(await asyncRefusalOf(foreign.authenticate(identity, other.appkey))).toBe('forbidden');
+    const refusal = foreign.authenticate(identity, other.appkey);
+    await expect(refusal).rejects.toThrow("appkey is not the merchant's of this identity");
+    expect(await asyncRefusalOf(refusal)).toBe('forbidden');
     expect(foreign.viewer).toBeUndefined();
   });
 
@@ -240,12 +245,12 @@ describe('the connection core', () => {
     // A new window: another full window's worth passes.
     for (let i = 0; i < SUBSCRIBE_RATE.max; i++) connection.admitSubscription()();
     expect(transport.ends).toEqual([]);
-    expect(() => connection.admitSubscription()).toThrow('Too many subscribe requests');
+    expect(refusalOf(() => connection.admitSubscription())).toBe('RATE_LIMITED');
     expect(transport.ends).toEqual([{ why: 'subscribe_rate', reason: 'Too many subscribe requests' }]);
     expect(connection.ending).toBe(true);
     // An ending connection admits nothing more, whatever the window.
     vi.advanceTimersByTime(SUBSCRIBE_RATE.windowMs);
-    expect(refusalOf(() => connection.admitSubscription())).toBe('UNAUTHENTICATED');
+    expect(() => connection.admitSubscription()).toThrow('The Session of this socket ended: log in again');
   });
 
   it('end asks the transport once per connection, and not after the socket closed', async () => {
@@ -275,7 +280,7 @@ describe('the connection core', () => {
     follower.holdCapability(holder);
     follower.holdCapability(holder);
     // The holder's two slots are taken: its own socket and the follower.
-    expect(refusalOf(() => opened(c).connection.holdCapability(holder))).toBe('RATE_LIMITED');
+    expect(() => opened(c).connection.holdCapability(holder)).toThrow('Too many connections on this visitor channel');
     expect(await asyncRefusalOf(opened(c).connection.authenticate(identity, undefined))).toBe('too_many_connections');
 
     await follower.closed();
@@ -297,6 +302,9 @@ describe('the connection core', () => {
     valid = false;
     await vi.advanceTimersByTimeAsync(SESSION_REVALIDATE_MS);
     expect(transport.ends).toEqual([{ why: 'forbidden', reason: 'The capability was revoked' }]);
+    // An ending connection is not re-checked (nor ended) again.
+    await vi.advanceTimersByTimeAsync(SESSION_REVALIDATE_MS);
+    expect(transport.ends).toHaveLength(1);
   });
 
   it('a visitor token revoked while its socket is open ends the socket at the next re-check', async () => {
@@ -310,5 +318,63 @@ describe('the connection core', () => {
     await vi.advanceTimersByTimeAsync(SESSION_REVALIDATE_MS);
     await eventually(() => transport.ends.length > 0, 'the re-check to end the socket');
     expect(transport.ends).toEqual([{ why: 'forbidden', reason: 'Visitor token no longer valid' }]);
+  });
+
+  it('a socket closed while its identity is being checked is refused (going_away) and holds no slot of it', async () => {
+    const c = core();
+    const m = await make.merchant();
+    const { identity } = await visitorIdentity(m);
+    const closing = opened(c).connection;
+    const refused = closing.authenticate(identity, undefined);
+    await closing.closed();
+    await expect(refused).rejects.toThrow('Closed while connecting');
+    expect(await asyncRefusalOf(refused)).toBe('going_away');
+    await opened(c).connection.authenticate(identity, undefined);
+    await opened(c).connection.authenticate(identity, undefined);
+  });
+
+  describe('an agent', () => {
+    /** A core whose Session layer knows the agents' Sessions by ID. */
+    const agentCore = () => {
+      const sessions = new Map<string, SessionPort>();
+      const realtimeLimits = { ...LIMITS, maxSockets: 10 };
+      const limited = { ...deps, config: { ...deps.config, realtimeLimits, trustProxy: false } };
+      return { c: createConnectionCore(limited, { peekPort: async (id) => sessions.get(id) }), sessions };
+    };
+
+    it('is counted by its own identity: each agent holds socketsPerIdentity sockets', async () => {
+      const { c, sessions } = agentCore();
+      const m = await make.merchant();
+      for (const agent of [await make.agent(m), await make.agent(m)]) {
+        sessions.set(agent.session.id, agent.session);
+        const identity: SocketIdentity = { kind: 'agent', sessionId: agent.session.id };
+        for (let i = 0; i < LIMITS.socketsPerIdentity; i++) {
+          const connection = opened(c).connection;
+          expect(await connection.authenticate(identity, m.appkey)).toMatchObject({ agentId: agent.agentId });
+          expect(connection.viewer).toMatchObject({ kind: 'agent', agentId: agent.agentId });
+          expect((await connection.sessionPort())?.id).toBe(agent.session.id);
+        }
+        const over = opened(c).connection;
+        expect(await asyncRefusalOf(over.authenticate(identity, undefined))).toBe('too_many_connections');
+      }
+    });
+
+    it('whose Session ends is closed at the next re-check as session_ended', async () => {
+      vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+      const { c, sessions } = agentCore();
+      const m = await make.merchant();
+      const agent = await make.agent(m);
+      sessions.set(agent.session.id, agent.session);
+      const { connection, transport } = opened(c);
+      await connection.authenticate({ kind: 'agent', sessionId: agent.session.id }, undefined);
+      await vi.advanceTimersByTimeAsync(SESSION_REVALIDATE_MS);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(transport.ends).toEqual([]);
+      sessions.delete(agent.session.id);
+      await vi.advanceTimersByTimeAsync(SESSION_REVALIDATE_MS);
+      await eventually(() => transport.ends.length > 0, 'the re-check to end the socket');
+      expect(transport.ends).toEqual([{ why: 'session_ended', reason: 'Session ended: log in again' }]);
+      expect(connection.ending).toBe(true);
+    });
   });
 });
