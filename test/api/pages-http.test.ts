@@ -216,7 +216,9 @@ describe('pages over HTTP', () => {
 describe('pages over HTTP in production, with registration open', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ config: { env: 'production', registration: true, smsRegistration: true } });
+    t = await startTestApp({
+      config: { env: 'production', demoSeed: false, registration: true, smsRegistration: true },
+    });
   });
   afterAll(async () => {
     await t?.stop();
