@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 const require = createRequire(import.meta.url);
@@ -11,6 +12,13 @@ export default defineConfig({
     alias: [
       // One copy of graphql, or schema objects from two realms fail instanceof checks.
       { find: 'graphql', replacement: require.resolve('graphql') },
+      // New password hashes at argon2id's smallest cost (test/support/cheap-argon2.ts): the real
+      // cost is about 11 ms of CPU per hash, paid for every agent a test makes; verify reads the
+      // cost from the hash, so logins check real argon2id hashes as before.
+      {
+        find: /^@node-rs\/argon2$/,
+        replacement: fileURLToPath(new URL('./test/support/cheap-argon2.ts', import.meta.url)),
+      },
       ...(compiled ? [{ find: /^((?:\.\.\/)+)src\/(.*)$/, replacement: '$1dist/$2' }] : []),
     ],
   },

@@ -2,11 +2,12 @@ import { createRequire } from 'node:module';
 import type * as Argon2 from '@node-rs/argon2';
 
 /**
- * `@node-rs/argon2` for the mutation run only (vitest.mutation.config.ts aliases the package to
- * this file): the same library and our own src/auth/passwords.ts, but every new hash at argon2id's
- * smallest cost instead of 19 MiB and 2 passes. Each factory agent's hash cost about 12 ms of CPU,
- * paid again by every mutant whose tests make agents. `verify` reads the cost from the hash, so
- * logins answer as before; src/auth/ is not mutated.
+ * `@node-rs/argon2` in the tests (vitest.config.ts aliases the package to this file; the
+ * domain config inherits it, and the mutation config names it again): the same library and our own src/auth/passwords.ts,
+ * but every new hash at argon2id's smallest cost instead of 19 MiB and 2 passes. Each factory
+ * agent's hash cost about 11 ms of CPU, paid by every test that makes agents (and again by every
+ * mutant). `verify` reads the cost from the hash, so logins answer as before; src/auth/ is not
+ * mutated. The production cost is src/auth/passwords.ts's OPTIONS.
  */
 const real = createRequire(import.meta.url)('@node-rs/argon2') as typeof Argon2;
 
