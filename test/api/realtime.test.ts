@@ -255,11 +255,7 @@ describe('events the gateway publishes', () => {
     const socket = agentSocket(t, alice.token);
     await socket.acked;
     const global = socket.channel('global-demo', marker);
-    // The bootstrap does not wait for its visitor.online: under load it may land after the logout.
-    await global.until(
-      (es) => ['agent.logout', 'visitor.online'].every((name) => es.some((e) => e.event === name)),
-      'agent.logout and visitor.online',
-    );
+    await global.waitFor('agent.logout');
     const byName = (name: string) => global.events.filter((e) => e.event === name);
     expect(byName('agent.login').map((e) => e.data)).toContainEqual({ agent_id: alice.agentId, nickname: 'Alice' });
     expect(byName('visitor.online').map((e) => e.data.uid)).toHaveLength(1);
