@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { hashPassword } from '../auth/passwords.js';
-import { type Agent, agentGroups, agents, merchants } from '../db/schema.js';
+import { type Agent, agentGroups, agents, FEATURE_SWITCH_KEYS, merchants } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
@@ -42,22 +42,15 @@ export const createMerchantInput = z.object({
   verified: z.boolean().optional(),
 });
 
-/** Feature switches of the visitor widget: `on`, `off`, or `unset` (not configured: absent from the bootstrap). */
-export const SWITCH_KEYS = [
-  'voice',
-  'sound',
-  'upload_file',
-  'upload_img',
-  'emoji',
-  'session_invite_rating',
-  'session_invite_resolved',
-] as const;
+// Feature switches (FEATURE_SWITCH_KEYS) take `on`, `off`, or `unset` (not configured: absent from the bootstrap).
 const LIMIT_COLUMNS = {
   image_max_bytes: 'imageMaxBytes',
   file_max_bytes: 'fileMaxBytes',
   video_max_bytes: 'videoMaxBytes',
   voice_max_bytes: 'voiceMaxBytes',
 } as const;
+/** The upload limits' setting keys (the admin page's fields, through the pages' contract). */
+export const UPLOAD_LIMIT_KEYS = Object.keys(LIMIT_COLUMNS) as (keyof typeof LIMIT_COLUMNS)[];
 /** Chat settings: integers within their bounds. */
 const CHAT_SETTINGS = {
   max_concurrent_chats: { column: 'maxConcurrentChats', min: 1, max: 1000 },
@@ -65,8 +58,8 @@ const CHAT_SETTINGS = {
 } as const;
 /** Every key `merchant:set` accepts. */
 export const MERCHANT_SETTING_KEYS = [
-  ...SWITCH_KEYS,
-  ...(Object.keys(LIMIT_COLUMNS) as (keyof typeof LIMIT_COLUMNS)[]),
+  ...FEATURE_SWITCH_KEYS,
+  ...UPLOAD_LIMIT_KEYS,
   ...(Object.keys(CHAT_SETTINGS) as (keyof typeof CHAT_SETTINGS)[]),
   'appname',
 ] as const;
@@ -126,7 +119,7 @@ export async function setMerchantSetting(deps: Deps, given: z.input<typeof merch
   const set: Partial<Record<string, unknown>> = {};
   let value: string | number | null;
   const key = input.key;
-  if ((SWITCH_KEYS as readonly string[]).includes(key)) {
+  if ((FEATURE_SWITCH_KEYS as readonly string[]).includes(key)) {
     if (!['on', 'off', 'unset'].includes(input.value)) throw badSetting(key, 'must be on, off or unset');
     value = input.value === 'unset' ? null : input.value;
     set.switches =

@@ -4,13 +4,18 @@ import type { BusinessHoursCalendar, RoutingRule } from './availability.js';
 
 // Merchants and their agents: the tenancy every other table is scoped by.
 
+/** The visitor widget's feature switches, by their stored (legacy) keys. */
+export const FEATURE_SWITCH_KEYS = [
+  'voice',
+  'sound',
+  'upload_file',
+  'upload_img',
+  'emoji',
+  'session_invite_rating',
+  'session_invite_resolved',
+] as const;
 /** Feature switches of the visitor widget; a key that is absent is "not configured". */
-export type FeatureSwitches = Partial<
-  Record<
-    'voice' | 'sound' | 'upload_file' | 'upload_img' | 'emoji' | 'session_invite_rating' | 'session_invite_resolved',
-    string
-  >
->;
+export type FeatureSwitches = Partial<Record<(typeof FEATURE_SWITCH_KEYS)[number], string>>;
 
 export interface WorkbenchExtensions {
   nav: unknown[];

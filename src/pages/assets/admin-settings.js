@@ -1,38 +1,28 @@
 // @ts-check
 import { button, call, done } from '/assets/admin-common.js';
 import { byId, el } from '/assets/api.js';
+import { SETTINGS } from '/assets/contract.js';
 
 /**
  * The admin page's settings: switches, upload limits, visitor attribute definitions, display
  * name, idle close, concurrent chats, history visibility.
  */
 
-const SWITCHES = [
-  'voice',
-  'sound',
-  'upload_file',
-  'upload_img',
-  'emoji',
-  'session_invite_rating',
-  'session_invite_resolved',
-];
-const LIMITS = ['image_max_bytes', 'file_max_bytes', 'video_max_bytes', 'voice_max_bytes'];
-
 export async function loadSettings() {
   const s = await call('/agent/admin/settings');
   if (!s) return;
   byId('switches').replaceChildren(
-    ...SWITCHES.flatMap((key) => {
+    ...SETTINGS.SWITCHES.flatMap((key) => {
       const select = el(
         'select',
         { id: `switch-${key}` },
-        ...['on', 'off', 'unset'].map((v) => el('option', { value: v, text: v, selected: s.switches[key] === v })),
+        ...SETTINGS.SWITCH_VALUES.map((v) => el('option', { value: v, text: v, selected: s.switches[key] === v })),
       );
       return [el('label', { for: `switch-${key}`, text: key }), select];
     }),
   );
   byId('limits').replaceChildren(
-    ...LIMITS.flatMap((key) => [
+    ...SETTINGS.UPLOAD_LIMITS.flatMap((key) => [
       el('label', { for: `limit-${key}`, text: `${key} (bytes)` }),
       el('input', { id: `limit-${key}`, type: 'number', min: 0, value: s.upload_limits[key] }),
     ]),
@@ -44,7 +34,6 @@ export async function loadSettings() {
   byId('attributes').replaceChildren(...s.attributes.map(attributeRow));
 }
 
-const ATTRIBUTE_TYPES = ['text', 'number', 'boolean', 'image', 'url'];
 let attributeRows = 0;
 /**
  * One editable row of a visitor attribute definition.
@@ -63,7 +52,7 @@ function attributeRow(a) {
       el(
         'select',
         { 'aria-label': `Attribute ${n} type`, name: 'type' },
-        ...ATTRIBUTE_TYPES.map((t) => el('option', { value: t, text: t, selected: t === a.type })),
+        ...SETTINGS.ATTRIBUTE_TYPES.map((t) => el('option', { value: t, text: t, selected: t === a.type })),
       ),
     ),
     el(
@@ -112,9 +101,11 @@ export function bindSettingsForm(afterSave) {
       appname: byId('appname', HTMLInputElement).value.trim(),
       max_concurrent_chats: Number(byId('max-concurrent', HTMLInputElement).value),
       attributes: attributesOfTable(),
-      switches: Object.fromEntries(SWITCHES.map((key) => [key, byId(`switch-${key}`, HTMLSelectElement).value])),
+      switches: Object.fromEntries(
+        SETTINGS.SWITCHES.map((key) => [key, byId(`switch-${key}`, HTMLSelectElement).value]),
+      ),
       upload_limits: Object.fromEntries(
-        LIMITS.map((key) => [key, Number(byId(`limit-${key}`, HTMLInputElement).value)]),
+        SETTINGS.UPLOAD_LIMITS.map((key) => [key, Number(byId(`limit-${key}`, HTMLInputElement).value)]),
       ),
       idle_close_minutes: Number(byId('idle-close', HTMLInputElement).value),
       history_only_mine: byId('history-only-mine', HTMLInputElement).checked,

@@ -84,3 +84,34 @@ export const PATHS = Object.freeze({
   "WORKBENCH": "/agent/",
   "TICKET_ENTRY": "/agent/ticket"
 });
+
+/** The merchant settings the admin page edits: switches and their values, upload limits, attribute types. */
+export const SETTINGS = Object.freeze({
+  "SWITCHES": [
+    "voice",
+    "sound",
+    "upload_file",
+    "upload_img",
+    "emoji",
+    "session_invite_rating",
+    "session_invite_resolved"
+  ],
+  "SWITCH_VALUES": [
+    "on",
+    "off",
+    "unset"
+  ],
+  "UPLOAD_LIMITS": [
+    "image_max_bytes",
+    "file_max_bytes",
+    "video_max_bytes",
+    "voice_max_bytes"
+  ],
+  "ATTRIBUTE_TYPES": [
+    "text",
+    "number",
+    "boolean",
+    "image",
+    "url"
+  ]
+});

@@ -1,9 +1,14 @@
 import { asc, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { type FeatureSwitches, type Merchant, merchants, visitorAttributeDefs } from '../../db/schema.js';
+import {
+  type FEATURE_SWITCH_KEYS,
+  type FeatureSwitches,
+  type Merchant,
+  merchants,
+  visitorAttributeDefs,
+} from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
-import type { SWITCH_KEYS } from '../admin.js';
 import { displayName, parseInput } from '../inputs.js';
 import { isEditable } from '../merchant.js';
 import { announceMerchantConfigChanged } from '../merchant-config.js';
@@ -28,7 +33,7 @@ export const SWITCHES = {
   emoji: 'emoji',
   sessionInviteRating: 'session_invite_rating',
   sessionInviteResolved: 'session_invite_resolved',
-} as const satisfies Record<string, (typeof SWITCH_KEYS)[number]>;
+} as const satisfies Record<string, (typeof FEATURE_SWITCH_KEYS)[number]>;
 export type SwitchName = keyof typeof SWITCHES;
 /** `unset`: not configured (absent from the bootstrap; the two invitations then read as off). */
 export const SWITCH_VALUES = ['on', 'off', 'unset'] as const;
