@@ -1,6 +1,6 @@
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { and, eq, inArray, isNull, lt } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lt, type SQL } from 'drizzle-orm';
 import { attachments } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import type { ObjectStorage } from '../../stores/storage/index.js';
@@ -20,29 +20,12 @@ export const CRASH_LEFTOVER_MS = 3600_000;
  */
 export async function removeUnreferencedAttachments(deps: Deps, storage: ObjectStorage): Promise<number> {
   const cutoff = new Date(deps.now() - deps.config.attachments.unreferencedTtlSeconds * 1000);
-  let removed = 0;
-  for (;;) {
-    // A claim locks the row and sets referenced_at in its transaction: this delete skips it or waits for it.
-    const batch = await deps.db
-      .delete(attachments)
-      .where(
-        inArray(
-          attachments.id,
-          deps.db
-            .select({ id: attachments.id })
-            .from(attachments)
-            .where(and(isNull(attachments.referencedAt), lt(attachments.createdAt, cutoff)))
-            .limit(200),
-        ),
-      )
-      .returning({ storageKey: attachments.storageKey, thumbnailKey: attachments.thumbnailKey });
-    for (const a of batch) {
-      await storage.delete(a.storageKey);
-      if (a.thumbnailKey) await storage.delete(a.thumbnailKey);
-    }
-    removed += batch.length;
-    if (batch.length < 200) break;
-  }
+  // A claim locks the row and sets referenced_at in its transaction: this delete skips it or waits for it.
+  const { removed } = await deleteAttachments(
+    deps,
+    storage,
+    and(isNull(attachments.referencedAt), lt(attachments.createdAt, cutoff)),
+  );
   const entries = await readdir(incomingDir(deps)).catch(() => [] as string[]);
   for (const entry of entries) {
     const path = join(incomingDir(deps), entry);
@@ -51,6 +34,37 @@ export async function removeUnreferencedAttachments(deps: Deps, storage: ObjectS
   }
   if (removed > 0) deps.log.info({ removed }, 'unreferenced attachments removed');
   return removed;
+}
+
+/**
+ * Deletes the uploads matching `where`, 200 rows a statement, and their stored objects (thumbnails
+ * too). Returns how many uploads and bytes went.
+ */
+export async function deleteAttachments(
+  deps: Deps,
+  storage: ObjectStorage,
+  where: SQL | undefined,
+): Promise<{ removed: number; bytes: number }> {
+  let removed = 0;
+  let bytes = 0;
+  for (;;) {
+    const batch = await deps.db
+      .delete(attachments)
+      .where(inArray(attachments.id, deps.db.select({ id: attachments.id }).from(attachments).where(where).limit(200)))
+      .returning({
+        size: attachments.size,
+        storageKey: attachments.storageKey,
+        thumbnailKey: attachments.thumbnailKey,
+      });
+    for (const a of batch) {
+      await storage.delete(a.storageKey);
+      if (a.thumbnailKey) await storage.delete(a.thumbnailKey);
+      bytes += a.size;
+    }
+    removed += batch.length;
+    if (batch.length < 200) break;
+  }
+  return { removed, bytes };
 }
 
 /**

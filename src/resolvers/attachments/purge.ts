@@ -1,9 +1,10 @@
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
 import { agents, attachments, merchants } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { badInput, DomainError } from '../../errors.js';
 import { parseInput, text } from '../inputs.js';
+import { deleteAttachments } from './cleanup.js';
 
 /** The operator's purge of one uploader's files (`npm run cli -- attachments:purge`). */
 
@@ -39,40 +40,15 @@ export async function purgeUploads(deps: Deps, raw: PurgeUploadsInput): Promise<
   } else {
     uploader = { type: 'visitor', id: input.visitor as string };
   }
-  let removed = 0;
-  let bytes = 0;
-  for (;;) {
-    const batch = await deps.db
-      .delete(attachments)
-      .where(
-        inArray(
-          attachments.id,
-          deps.db
-            .select({ id: attachments.id })
-            .from(attachments)
-            .where(
-              and(
-                eq(attachments.merchantId, merchant.id),
-                eq(attachments.uploaderType, uploader.type),
-                eq(attachments.uploaderId, uploader.id),
-              ),
-            )
-            .limit(200),
-        ),
-      )
-      .returning({
-        size: attachments.size,
-        storageKey: attachments.storageKey,
-        thumbnailKey: attachments.thumbnailKey,
-      });
-    for (const a of batch) {
-      await deps.storage.delete(a.storageKey);
-      if (a.thumbnailKey) await deps.storage.delete(a.thumbnailKey);
-      bytes += a.size;
-    }
-    removed += batch.length;
-    if (batch.length < 200) break;
-  }
+  const { removed, bytes } = await deleteAttachments(
+    deps,
+    deps.storage,
+    and(
+      eq(attachments.merchantId, merchant.id),
+      eq(attachments.uploaderType, uploader.type),
+      eq(attachments.uploaderId, uploader.id),
+    ),
+  );
   deps.log.info({ merchantId: merchant.id, uploader: uploader.type, removed, bytes }, 'uploads purged');
   return { removed, bytes };
 }
