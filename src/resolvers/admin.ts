@@ -7,10 +7,9 @@ import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId, newSecret } from '../ids.js';
 import { publishEvent } from './channels.js';
-import { publishSessionEnded } from './events.js';
+import { endAllSessions } from './desk/sessions.js';
 import { displayName, languageTag, parseInput, publishEventInput, text } from './inputs.js';
 import { announceMerchantConfigChanged } from './merchant-config.js';
-import { agentSessionsKey } from './session.js';
 import { issueVisitorToken, revokeVisitorToken, userHashFor } from './visitor.js';
 
 /**
@@ -205,7 +204,7 @@ export async function createAgent(deps: Deps, given: z.input<typeof createAgentI
 export async function disableAgent(deps: Deps, given: AgentRef, sessions: SessionTerminator) {
   const agent = await findAgent(deps, parseInput(agentRef, given).username);
   await deps.db.update(agents).set({ disabled: true }).where(eq(agents.id, agent.id));
-  const sessionsEnded = await endAgentSessions(deps, agent.id, sessions, 'disabled');
+  const sessionsEnded = await endAllSessions(deps, sessions, agent.id, 'disabled');
   return { agentId: agent.id, username: agent.username, disabled: true, sessionsEnded };
 }
 
@@ -232,7 +231,7 @@ export async function resetAgentPassword(
     .update(agents)
     .set({ passwordHash: await hashPassword(plain) })
     .where(eq(agents.id, agent.id));
-  const sessionsEnded = await endAgentSessions(deps, agent.id, sessions, 'password_reset');
+  const sessionsEnded = await endAllSessions(deps, sessions, agent.id, 'password_reset');
   return { agentId: agent.id, username: agent.username, sessionsEnded, ...(input.password ? {} : { password: plain }) };
 }
 
@@ -294,16 +293,4 @@ async function findAgent(deps: Deps, name: string): Promise<Agent> {
     .limit(1);
   if (!agent) throw new DomainError('NOT_FOUND', `No agent ${name}`);
   return agent;
-}
-
-/** Destroys every Session in the agent's index and announces their end; returns how many. */
-async function endAgentSessions(deps: Deps, agentId: string, sessions: SessionTerminator, reason: string) {
-  const key = agentSessionsKey(agentId);
-  const ids = await deps.kv.members(key);
-  for (const id of ids) {
-    await sessions.destroy(id);
-    await deps.kv.removeFromSet(key, id);
-  }
-  if (ids.length > 0) await publishSessionEnded(deps, agentId, ids, reason);
-  return ids.length;
 }

@@ -120,7 +120,12 @@ export async function endAgentSession(
 }
 
 /** Destroys every Session in the agent's index and announces their end; returns how many. */
-export async function endAllSessions(deps: Deps, sessions: SessionDirectory, agentId: string, reason: string) {
+export async function endAllSessions(
+  deps: Deps,
+  sessions: Pick<SessionDirectory, 'destroy'>,
+  agentId: string,
+  reason: string,
+) {
   const key = agentSessionsKey(agentId);
   const ids = await deps.kv.members(key);
   for (const id of ids) {
