@@ -1,14 +1,14 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { useAppOnPrivateRedis } from '../support/private-redis-app.js';
 import {
   hasPostgresBinaries,
   hasRedisServer,
   type PrivateService,
   startPrivatePostgres,
-  startPrivateRedis,
 } from '../support/private-services.js';
 import { describeWhen } from '../support/required.js';
-import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
+import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 import { closeAllSockets, connectSocket, eventually } from '../support/ws.js';
 
 afterEach(() => closeAllSockets());
@@ -26,18 +26,8 @@ describeWhen(
   'redis-server is not installed',
   () => {
     let redis: PrivateService;
-    let stores: TestStores;
     let t: TestApp;
-    beforeAll(async () => {
-      redis = await startPrivateRedis();
-      stores = { ...(await freshStores()), redisUrl: redis.url };
-      t = await startTestApp({ stores });
-    });
-    afterAll(async () => {
-      await t?.stop();
-      await stores?.drop().catch(() => {});
-      await redis?.destroy();
-    });
+    useAppOnPrivateRedis((made) => ({ redis, t } = made));
 
     it('answers 503 envelopes while Redis is down, stays up, and recovers with no restart', async () => {
       const { client } = await agentSession(t.url, 'alice');

@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BackendUnavailableError, classifyError } from '../../src/errors.js';
 import { agentSession, HttpClient } from '../support/clients.js';
-import { hasRedisServer, type PrivateService, startPrivateRedis } from '../support/private-services.js';
+import { useAppOnPrivateRedis } from '../support/private-redis-app.js';
+import { hasRedisServer, type PrivateService } from '../support/private-services.js';
 import { describeWhen } from '../support/required.js';
-import { freshStores, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
+import type { TestApp } from '../support/test-app.js';
 import { closeAllSockets, connectSocket, eventually } from '../support/ws.js';
 
 // Issue 18 row 14: a Redis outage is "unavailable" everywhere (REST 503), recognised by error
@@ -33,18 +34,8 @@ describeWhen(
   'redis-server is not installed',
   () => {
     let redis: PrivateService;
-    let stores: TestStores;
     let t: TestApp;
-    beforeAll(async () => {
-      redis = await startPrivateRedis();
-      stores = { ...(await freshStores()), redisUrl: redis.url };
-      t = await startTestApp({ stores });
-    });
-    afterAll(async () => {
-      await t?.stop();
-      await stores?.drop().catch(() => {});
-      await redis?.destroy();
-    });
+    useAppOnPrivateRedis((made) => ({ redis, t } = made));
 
     it('POST /visitor/token, the captcha and the login answer 503 envelopes while Redis is down', async () => {
       const ok = await new HttpClient(t.url).json('/visitor/token', {
