@@ -11,6 +11,7 @@ import { observabilityPlugin } from '../observability/graphql.js';
 import { type ApiKeyViewer, authenticateApiKey } from '../resolvers/integration/api-keys/authenticate.js';
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
+import { graphqlJsExecution } from './execution.js';
 import { schema } from './index.js';
 import { securityPlugins } from './security.js';
 import { subscriptionsOverSocketsOnly } from './subscription-transport.js';
@@ -41,6 +42,7 @@ export function createGraphQLServer(deps: Deps, extraPlugins: Plugin[] = []): Gr
     // One operation per request: batching would multiply every limit below.
     batching: false,
     plugins: [
+      graphqlJsExecution(),
       ...securityPlugins(deps.config),
       observabilityPlugin(deps),
       subscriptionsOverSocketsOnly(),
