@@ -154,7 +154,7 @@ describe('admin-{bid}: every message of the merchant for its admins', () => {
     expect(await record(aliceCookie, 'admin-demo').refused()).toMatchObject({ status: 403 });
   });
 
-  it('an admin demoted by another admin loses admin-{bid} at once (graphql-ws and Pusher): FORBIDDEN, nothing more; its socket and agent channel stay', async () => {
+  it('an admin demoted by another admin loses admin-{bid} at once (graphql-ws and Pusher): FORBIDDEN, nothing more, and a re-subscribe (same socket or a new one) is refused; its socket and agent channel stay', async () => {
     const run = Date.now().toString(36);
     const ada = await login('ada');
     // A second admin of demo, made by ada, to be demoted by her.
@@ -222,5 +222,17 @@ describe('admin-{bid}: every message of the merchant for its admins', () => {
     for (const events of [feed.events, privateFeed.events, plainFeed.events]) expect(has(events, after)).toBe(false);
     // A new subscribe on the same socket is judged by the new level.
     expect(await refusal(socket.channel('admin-demo'))).toBe('FORBIDDEN');
+    // So is a Pusher re-subscribe: /pusher/auth no longer signs the private channel, the
+    // socket's new level refuses the plain one, and so does a new socket with the same Session
+    // (what pusher-js does after a reconnect).
+    signed.unsubscribe('private-admin-demo');
+    expect(await record(signed, 'private-admin-demo').refused()).toMatchObject({ status: 403 });
+    withCookie.unsubscribe('admin-demo');
+    expect(await record(withCookie, 'admin-demo').refused()).toMatchObject({ status: 403 });
+    const reconnected = pusherClient(t.wsUrl, 'demo-appkey');
+    await reachState(reconnected, 'connected');
+    const again = record(reconnected, 'admin-demo');
+    expect(await again.refused()).toMatchObject({ status: 403 });
+    expect(again.events).toEqual([]);
   });
 });
