@@ -66,17 +66,27 @@ export function keepConnected(pusher: {
  *   reload what it feeds (events published while it was away are not replayed by the protocol).
  * @property {(error: { status?: number, type?: string }) => void | Promise<void>} [onIdentityGone]
  *   The authorization was refused (401/403): refresh the identity (log in again, get a new
- *   visitor token) so `headers()` returns it; the channel is then subscribed again.
+ *   visitor token) so `headers()` returns it; the channel is then subscribed again. When it
+ *   throws (the gateway is away, say), the channel is authorized again later and, if still
+ *   refused, it is called again.
+ * @property {number} [maxDelayMs] The longest wait before authorizing again after a failed
+ *   authorization (5000 by default; the first waits 0.25–0.5 s, doubling).
  */
 /**
  * Subscribes to `name` and keeps it: the same `Channel` object (bind your events on it) across
  * reconnects and identity refreshes; the client reconnects promptly (`keepConnected`).
- * @param {{ subscribe(name: string): any } & Parameters<typeof keepConnected>[0]} pusher A pusher-js client.
+ * pusher-js authorizes a channel once per connection: when that fails it leaves the channel
+ * unsubscribed on a connection that stays up, so every channel event is missed until the next
+ * reconnect. Here a refused identity is refreshed (`onIdentityGone`) and any other failure — the
+ * authorization endpoint unreachable (status 0, a restarting gateway), 429, 5xx — is retried
+ * after a short backoff, until the channel is subscribed.
+ * @param {{ subscribe(name: string): any, channel(name: string): any } & Parameters<typeof keepConnected>[0]} pusher A pusher-js client.
  * @param {string} name
  * @param {KeepOptions} [options]
  */
 export function keepChannel(pusher: {
     subscribe(name: string): any;
+    channel(name: string): any;
 } & Parameters<typeof keepConnected>[0], name: string, options?: KeepOptions): any;
 export type PusherIdentity = {
     /**
@@ -100,10 +110,17 @@ export type KeepOptions = {
     onResubscribed?: (() => void) | undefined;
     /**
      * The authorization was refused (401/403): refresh the identity (log in again, get a new
-     * visitor token) so `headers()` returns it; the channel is then subscribed again.
+     * visitor token) so `headers()` returns it; the channel is then subscribed again. When it
+     * throws (the gateway is away, say), the channel is authorized again later and, if still
+     * refused, it is called again.
      */
     onIdentityGone?: ((error: {
         status?: number;
         type?: string;
     }) => void | Promise<void>) | undefined;
+    /**
+     * The longest wait before authorizing again after a failed
+     * authorization (5000 by default; the first waits 0.25–0.5 s, doubling).
+     */
+    maxDelayMs?: number | undefined;
 };

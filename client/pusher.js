@@ -88,33 +88,70 @@ export function keepConnected(pusher, { maxDelayMs = 5000 } = {}) {
  *   reload what it feeds (events published while it was away are not replayed by the protocol).
  * @property {(error: { status?: number, type?: string }) => void | Promise<void>} [onIdentityGone]
  *   The authorization was refused (401/403): refresh the identity (log in again, get a new
- *   visitor token) so `headers()` returns it; the channel is then subscribed again.
+ *   visitor token) so `headers()` returns it; the channel is then subscribed again. When it
+ *   throws (the gateway is away, say), the channel is authorized again later and, if still
+ *   refused, it is called again.
+ * @property {number} [maxDelayMs] The longest wait before authorizing again after a failed
+ *   authorization (5000 by default; the first waits 0.25–0.5 s, doubling).
  */
 
 /**
  * Subscribes to `name` and keeps it: the same `Channel` object (bind your events on it) across
  * reconnects and identity refreshes; the client reconnects promptly (`keepConnected`).
- * @param {{ subscribe(name: string): any } & Parameters<typeof keepConnected>[0]} pusher A pusher-js client.
+ * pusher-js authorizes a channel once per connection: when that fails it leaves the channel
+ * unsubscribed on a connection that stays up, so every channel event is missed until the next
+ * reconnect. Here a refused identity is refreshed (`onIdentityGone`) and any other failure — the
+ * authorization endpoint unreachable (status 0, a restarting gateway), 429, 5xx — is retried
+ * after a short backoff, until the channel is subscribed.
+ * @param {{ subscribe(name: string): any, channel(name: string): any } & Parameters<typeof keepConnected>[0]} pusher A pusher-js client.
  * @param {string} name
  * @param {KeepOptions} [options]
  */
 export function keepChannel(pusher, name, options = {}) {
+  const { maxDelayMs = 5000 } = options;
   let subscribedOnce = false;
+  let failures = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let retry;
   keepConnected(pusher);
   const channel = pusher.subscribe(name);
+  // Subscribes again unless it is subscribed, a request is in flight, or the application
+  // unsubscribed it; while disconnected pusher-js subscribes it on `connected` by itself.
+  const subscribeAgain = () => {
+    if (pusher.channel(name) !== channel || channel.subscribed || channel.subscriptionPending) return;
+    pusher.subscribe(name);
+  };
+  const subscribeLater = () => {
+    if (retry) return;
+    const delay = Math.min(maxDelayMs, 500 * 2 ** failures) * (0.5 + Math.random() / 2);
+    failures += 1;
+    retry = setTimeout(() => {
+      retry = undefined;
+      subscribeAgain();
+    }, delay);
+  };
   channel.bind('pusher:subscription_succeeded', () => {
+    failures = 0;
+    clearTimeout(retry);
+    retry = undefined;
     if (subscribedOnce) options.onResubscribed?.();
     subscribedOnce = true;
   });
   channel.bind('pusher:subscription_error', async (/** @type {{ status?: number, type?: string }} */ error) => {
-    if (!options.onIdentityGone || (error?.status !== 401 && error?.status !== 403)) return;
     // A refusal of the authorization endpoint leaves the channel idle (pusher-js clears
     // `subscriptionPending`). One the server sent for a subscription request leaves it pending:
     // that is the answer to a request another one replaced (a signature for the socket before a
     // reconnect, sent late by pusher-js), not a refused identity.
     if (channel.subscriptionPending) return;
-    await options.onIdentityGone(error);
-    pusher.subscribe(name); // the same Channel, authorized again with the refreshed headers
+    const refused = error?.status === 401 || error?.status === 403;
+    if (!refused) return subscribeLater();
+    if (!options.onIdentityGone) return; // not allowed: nothing to refresh
+    try {
+      await options.onIdentityGone(error);
+    } catch {
+      return subscribeLater(); // authorized again later: refused again, the identity is refreshed again
+    }
+    subscribeAgain(); // the same Channel, authorized again with the refreshed headers
   });
   return channel;
 }
