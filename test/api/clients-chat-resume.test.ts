@@ -71,10 +71,7 @@ describe.each([
   ['Apollo Client 4 + createParleyLink', apollo],
   ['urql 6 + parleyExchange', urql],
 ] as const)('%s in a chat', (_name, follow) => {
-  // One retry: under a busy CI core this 100-message recovery story failed once in CI (stop 37) without a
-  // cause found; a loss that repeats still fails it.
   it(`${TOTAL} messages each way through two socket cuts and two restarts: 0 lost, 0 repeated`, {
-    retry: 1,
     timeout: 240_000,
   }, async () => {
     await runChatLoop({ total: TOTAL, dirPrefix: 'parley-chat-resume-', shownWithinMs: 60_000 }, async (chat) => {

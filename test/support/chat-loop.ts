@@ -44,6 +44,33 @@ export interface FollowedChat {
   stop?(): Promise<void> | void;
 }
 
+interface HistoryPage {
+  messages: WireMessage[];
+  has_more: boolean;
+}
+
+/**
+ * What the docs tell an application to do when a channel is back (subscribed again, or a
+ * `history.gap`): reload the history after the last `seq` it shows, page by page — here the last
+ * one up to which it shows every message, so a reload cut short by a restart leaves no hole
+ * behind the live events that came meanwhile. The whole gap is filled however long the client
+ * was away (the newest page alone reaches 100 messages back: a client back late lost the rest).
+ */
+async function reloadAfter(
+  window: ReturnType<typeof chatWindow>,
+  page: (after: number) => Promise<{ body: { code: number; data: HistoryPage } }>,
+) {
+  let after = window.completeUpTo();
+  for (;;) {
+    const { body } = await page(after);
+    if (body.code !== 0) throw new Error(`history reload answered ${body.code}`);
+    window.merge(body.data.messages);
+    const last = body.data.messages.at(-1);
+    if (!body.data.has_more || !last) return;
+    after = last.seq;
+  }
+}
+
 export async function runChatLoop(
   options: { total: number; dirPrefix: string; shownWithinMs: number },
   follow: (chat: ChatParties) => Promise<FollowedChat>,
@@ -95,18 +122,18 @@ export async function runChatLoop(
       visitorWindow,
       agentWindow,
       async reloadVisitor() {
-        const page = await http().json<{ messages: WireMessage[] }>('/visitor/message/list?limit=100', {
-          headers: visitorHeaders,
-        });
-        visitorWindow.merge(page.body.data.messages);
+        await reloadAfter(visitorWindow, (after) =>
+          http().json<HistoryPage>(`/visitor/message/list?after=${after}&limit=100`, { headers: visitorHeaders }),
+        );
       },
       async reloadAgent() {
-        const page = await asAgent(() =>
-          http().json<{ messages: WireMessage[] }>(`/agent/message/list?visitor_id=${visitorId}&limit=100`, {
-            headers: { token: agentToken },
-          }),
+        await reloadAfter(agentWindow, (after) =>
+          asAgent(() =>
+            http().json<HistoryPage>(`/agent/message/list?visitor_id=${visitorId}&after=${after}&limit=100`, {
+              headers: { token: agentToken },
+            }),
+          ),
         );
-        agentWindow.merge(page.body.data.messages);
       },
     });
 

@@ -68,6 +68,13 @@ export function chatWindow() {
       for (const m of messages) shown.set(m.id, m);
     },
     repeatedLive: () => repeatedLive,
+    /** The highest `seq` up to which every message is shown (0 when none): where a reload starts. */
+    completeUpTo() {
+      const seqs = new Set([...shown.values()].map((m) => m.seq));
+      let seq = 0;
+      while (seqs.has(seq + 1)) seq += 1;
+      return seq;
+    },
     contents: (sender: string) =>
       [...shown.values()]
         .filter((m) => m.sender_type === sender)
