@@ -143,9 +143,10 @@ export function keepChannel(pusher, name, options = {}) {
     // that is the answer to a request another one replaced (a signature for the socket before a
     // reconnect, sent late by pusher-js), not a refused identity.
     if (channel.subscriptionPending) return;
-    const refused = error?.status === 401 || error?.status === 403;
-    if (!refused) return subscribeLater();
-    if (!options.onIdentityGone) return; // not allowed: nothing to refresh
+    const status = error?.status;
+    // Unreachable (0, or no HTTP answer at all), over a budget, or failing: it will answer again.
+    if (!status || status === 408 || status === 429 || status >= 500) return subscribeLater();
+    if ((status !== 401 && status !== 403) || !options.onIdentityGone) return; // a bad request, or not allowed
     try {
       await options.onIdentityGone(error);
     } catch {

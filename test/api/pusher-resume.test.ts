@@ -243,6 +243,24 @@ describe('keepChannel: a failed authorization is not the end of the channel', ()
     }
   });
 
+  it('a bad request (400) is not tried again, nor is a refusal (403) without onIdentityGone', async () => {
+    vi.useFakeTimers();
+    try {
+      for (const [status, options] of [
+        [400, { onIdentityGone: vi.fn() }],
+        [403, {}],
+      ] as const) {
+        const fake = fakeChannelPusher();
+        keepChannel(fake.pusher, 'private-agent-a_alice', options);
+        await fake.authorizationFails(status);
+        await vi.advanceTimersByTimeAsync(10_000);
+        expect(fake.attempts()).toBe(1);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('a refusal the server sends while a request is pending (the answer to a stale signature) changes nothing', async () => {
     vi.useFakeTimers();
     try {
