@@ -8,6 +8,7 @@ import {
   updateMerchantSettings,
 } from '../resolvers/desk/settings.js';
 import { type AnyRoute, jsonRoute } from './route.js';
+import { legacyUploadLimits, uploadLimitsData } from './upload-limits.js';
 
 /** The merchant's settings over REST (docs/desk.md "Settings"): switches by their legacy bootstrap keys. */
 
@@ -19,14 +20,7 @@ const settingsData = z
     switches: z.record(z.string(), z.enum(SWITCH_VALUES)).openapi({
       description: 'voice, sound, upload_file, upload_img, emoji, session_invite_rating, session_invite_resolved.',
     }),
-    upload_limits: z
-      .object({
-        image_max_bytes: z.number(),
-        file_max_bytes: z.number(),
-        video_max_bytes: z.number(),
-        voice_max_bytes: z.number(),
-      })
-      .strict(),
+    upload_limits: uploadLimitsData,
     attributes: z.array(
       z.object({ key: z.string(), label: z.string(), type: z.string(), editable: z.boolean() }).strict(),
     ),
@@ -42,12 +36,7 @@ const settingsData = z
 const legacySettings = (s: MerchantSettings): z.input<typeof settingsData> => ({
   appname: s.appname,
   switches: Object.fromEntries(switchKeys.map(([name, key]) => [key, s.switches[name]])),
-  upload_limits: {
-    image_max_bytes: s.uploadLimits.imageMaxBytes,
-    file_max_bytes: s.uploadLimits.fileMaxBytes,
-    video_max_bytes: s.uploadLimits.videoMaxBytes,
-    voice_max_bytes: s.uploadLimits.voiceMaxBytes,
-  },
+  upload_limits: legacyUploadLimits(s.uploadLimits),
   attributes: s.attributes,
   idle_close_minutes: s.idleCloseMinutes,
   max_concurrent_chats: s.maxConcurrentChats,

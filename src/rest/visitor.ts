@@ -9,6 +9,7 @@ import {
 } from '../resolvers/visitor.js';
 import { legacyInput } from './legacy-input.js';
 import { type AnyRoute, jsonRoute } from './route.js';
+import { legacyUploadLimits, uploadLimitsData } from './upload-limits.js';
 
 /** The legacy `/visitor/*` bootstrap and the visitor token endpoints. */
 
@@ -41,14 +42,7 @@ const visitorBootstrapData = z
         appname: z.string(),
         appkey: z.string(),
         ws_address: z.string(),
-        upload_limits: z
-          .object({
-            image_max_bytes: z.number(),
-            file_max_bytes: z.number(),
-            video_max_bytes: z.number(),
-            voice_max_bytes: z.number(),
-          })
-          .strict(),
+        upload_limits: uploadLimitsData,
         voice: switchValue.optional().openapi({ description: 'Absent when the merchant has not configured it.' }),
         sound: switchValue.optional(),
         upload_file: switchValue.optional(),
@@ -107,12 +101,7 @@ function legacyVisitorBootstrap({
       appname: s.appname,
       appkey: s.appkey,
       ws_address: s.wsAddress,
-      upload_limits: {
-        image_max_bytes: s.uploadLimits.imageMaxBytes,
-        file_max_bytes: s.uploadLimits.fileMaxBytes,
-        video_max_bytes: s.uploadLimits.videoMaxBytes,
-        voice_max_bytes: s.uploadLimits.voiceMaxBytes,
-      },
+      upload_limits: legacyUploadLimits(s.uploadLimits),
       voice: s.voice,
       sound: s.sound,
       upload_file: s.uploadFile,
