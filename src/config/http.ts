@@ -12,6 +12,7 @@ export const httpVariables = {
   MAX_CONNECTIONS_PER_ADDRESS: int(0, 1_000_000).default(256),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   PUSHER_AUTH_PER_MINUTE: int(1, 1_000_000).default(120),
+  VISITOR_REFUSAL_DELAY_MS: int(0, 10_000).default(1000),
 };
 
 export interface HttpSettings {
@@ -33,6 +34,12 @@ export interface HttpSettings {
     metricsToken?: string;
     /** `POST /pusher/auth` calls per client address per minute. */
     pusherAuthPerMinute: number;
+    /**
+     * A visitor endpoint's RATE_LIMITED answer is held this long (at most its `Retry-After`)
+     * before it is written: a client that sends again at once makes one request per second per
+     * connection, not as many as the instance can refuse (0: answered at once).
+     */
+    visitorRefusalDelayMs: number;
   };
 }
 
@@ -57,6 +64,7 @@ export function readHttpSettings(e: Parsed<typeof httpVariables>): HttpSettings 
       maxConnectionsPerAddress: e.MAX_CONNECTIONS_PER_ADDRESS,
       metricsToken: e.METRICS_TOKEN,
       pusherAuthPerMinute: e.PUSHER_AUTH_PER_MINUTE,
+      visitorRefusalDelayMs: e.VISITOR_REFUSAL_DELAY_MS,
     },
   };
 }

@@ -228,8 +228,29 @@ export function bodyError(error: unknown): unknown {
   return error;
 }
 
-/** Answers a refusal as the route declares: its own way (`onError`), else the envelope. */
+/**
+ * How long a refusal is held before it is written: a visitor endpoint's RATE_LIMITED answer waits
+ * `VISITOR_REFUSAL_DELAY_MS` (at most its `Retry-After`). Anyone can be a visitor, and a flood's
+ * client that sends again as soon as it is refused would otherwise keep the instance refusing as
+ * fast as it can — the other merchants' requests waiting in line behind the refusals
+ * (BENCHMARKS.md, chat flood). Held, each of its connections makes one request a second; a held
+ * answer keeps nothing but the connection it came on (capped per address).
+ */
+function refusalDelayMs(deps: Deps, route: AnyRoute, error: unknown): number {
+  if (route.identity !== 'visitor' || !(error instanceof DomainError) || error.code !== 'RATE_LIMITED') return 0;
+  return Math.min(deps.config.hardening.visitorRefusalDelayMs, (error.retryAfterSeconds ?? 0) * 1000);
+}
+
+/** Answers a refusal as the route declares (its own way, `onError`, else the envelope), held if it must be. */
 function refuse(deps: Deps, route: AnyRoute, req: Request, res: Response, error: unknown) {
+  const delay = refusalDelayMs(deps, route, error);
+  if (delay > 0) setTimeout(() => answerRefusal(deps, route, req, res, error), delay);
+  else answerRefusal(deps, route, req, res, error);
+}
+
+function answerRefusal(deps: Deps, route: AnyRoute, req: Request, res: Response, error: unknown) {
+  // A held answer's connection may be gone by now: nothing to write to.
+  if (res.destroyed) return;
   if (isRaw(route) && route.onError && !res.headersSent) {
     const domain = classifyError(error);
     if (domain.code === 'INTERNAL' || domain.code === 'SERVICE_UNAVAILABLE')

@@ -12,6 +12,7 @@ import { type ApiKeyViewer, authenticateApiKey } from '../resolvers/integration/
 import { requireAgent, requireVisitor } from '../resolvers/viewer.js';
 import type { GraphQLContext } from './builder.js';
 import { graphqlJsExecution } from './execution.js';
+import { heldVisitorRefusals } from './held-refusals.js';
 import { schema } from './index.js';
 import { securityPlugins } from './security.js';
 import { subscriptionsOverSocketsOnly } from './subscription-transport.js';
@@ -46,6 +47,7 @@ export function createGraphQLServer(deps: Deps, extraPlugins: Plugin[] = []): Gr
       ...securityPlugins(deps.config),
       observabilityPlugin(deps),
       subscriptionsOverSocketsOnly(),
+      heldVisitorRefusals(deps.config),
       ...extraPlugins,
     ],
     context: ({ req, socketContext }) => socketContext ?? httpContext(deps, req),

@@ -214,6 +214,29 @@ describe('fairness between merchants: a merchant over its share of a busy instan
     expect(await send(alone, 3, 'f-8')).toBe('stored');
   });
 
+  it('on a busy instance the merchant over its share stores only while no other merchant’s send is being stored; not busy, at once', async () => {
+    for (const busy of [true, false]) {
+      const gate = createSendGate(deps.config.chatLimits, { busy: () => busy, stop: () => {} }, () => 0);
+      // The other merchant asks once; the flooding one three times and has got nothing yet (its
+      // sends refused): more than an equal share, less than it asked.
+      gate.admit('other');
+      for (let i = 0; i < 3; i++) gate.admit('flood');
+      let storeOther = () => {};
+      const otherStoring = gate.run('other', () => new Promise<void>((resolve) => (storeOther = resolve)));
+      let floodStarted = false;
+      const flood = gate.run('flood', async () => {
+        floodStarted = true;
+      });
+      await new Promise((r) => setTimeout(r, 20));
+      // Busy: its send waits for the other merchant's (within its slots, it would have started).
+      expect(floodStarted).toBe(!busy);
+      storeOther();
+      await otherStoring;
+      await flood;
+      expect(floodStarted).toBe(true);
+    }
+  });
+
   it('the default: busy when the event loop runs 20 ms late on average', () => {
     expect(loadConfig({ NODE_ENV: 'test' }).chatLimits.fairShareLoopDelayMs).toBe(20);
   });

@@ -58,6 +58,9 @@ export async function startTestApp(
     // Whether an instance is busy depends on the machine (CI runs beside a busy loop): the fair
     // share is off unless a test turns it on (CHAT_FAIR_SHARE_LOOP_DELAY_MS 0, always busy).
     CHAT_FAIR_SHARE_LOOP_DELAY_MS: '60000',
+    // Suites that drive a visitor past its budgets would wait a second for each refusal: answered
+    // at once unless a test turns the hold on (test/api/visitor-refusal-delay.test.ts).
+    VISITOR_REFUSAL_DELAY_MS: '0',
     ...opts.env,
   });
   Object.assign(config, opts.config);

@@ -21,6 +21,11 @@ export interface WorkPoolOptions {
    * RATE_LIMITED (429, 1429) where the line is a tenant's own budget (chat sends).
    */
   refusal?: 'SERVICE_UNAVAILABLE' | 'RATE_LIMITED';
+  /**
+   * A tenant deferred now (chat sends: a merchant over its share of a busy instance) starts a job
+   * only when no job of anyone runs: the others never wait behind its jobs, it gets what is left.
+   */
+  deferred?: (tenant: string) => boolean;
 }
 
 export interface WorkPool {
@@ -57,7 +62,8 @@ export function createWorkPool(o: WorkPoolOptions): WorkPool {
     if (v === 0) map.delete(tenant);
     else map.set(tenant, v);
   };
-  const fits = (tenant: string) => running < o.slots && (runningOf.get(tenant) ?? 0) < o.slotsPerTenant;
+  const fits = (tenant: string) =>
+    running < o.slots && (runningOf.get(tenant) ?? 0) < o.slotsPerTenant && !(running > 0 && o.deferred?.(tenant));
   const take = (tenant: string) => {
     running++;
     add(runningOf, tenant, 1);

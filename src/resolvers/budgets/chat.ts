@@ -30,7 +30,8 @@ export const SEND_QUEUE_TIMEOUT_MS = 5000;
  * - `admit`, first and at the cost of a few counters: while the instance is busy (`load`), a
  *   merchant whose visitors made more than an equal share of the recent sends of the merchants
  *   sending is refused at once with RATE_LIMITED (retry in 1 s) — before any budget is charged
- *   or any statement runs — and the others go on (fair-share.ts);
+ *   or any statement runs — and the others go on (fair-share.ts); and while it is over its
+ *   share, the sends it is still admitted are stored only while no other merchant's is (`run`);
  * - `run`: at most `CHAT_MERCHANT_SENDS_IN_FLIGHT` visitor sends of one merchant are stored at
  *   once on an instance, at most `CHAT_MERCHANT_SENDS_QUEUED` wait for a slot (up to
  *   SEND_QUEUE_TIMEOUT_MS), and any more are refused at once with RATE_LIMITED and `Retry-After`.
@@ -53,6 +54,7 @@ export interface SendGate {
 }
 
 export function createSendGate(limits: Config['chatLimits'], load: LoadSignal, now: () => number = Date.now): SendGate {
+  const share = createFairShare({ load, now, what: 'this merchant’s visitors' });
   const pool: WorkPool = createWorkPool({
     slots: Number.POSITIVE_INFINITY,
     slotsPerTenant: limits.merchantSendsInFlight,
@@ -60,8 +62,10 @@ export function createSendGate(limits: Config['chatLimits'], load: LoadSignal, n
     queueTimeoutMs: SEND_QUEUE_TIMEOUT_MS,
     what: 'Sending for this merchant’s visitors',
     refusal: 'RATE_LIMITED',
+    // On a busy instance a merchant over its share stores only while nobody else does: even its
+    // sends within budget never make another merchant's wait (BENCHMARKS.md, chat flood).
+    deferred: (merchantId) => share.overShare(merchantId),
   });
-  const share = createFairShare({ load, now, what: 'this merchant’s visitors' });
   return {
     admit: (merchantId) => share.admit(merchantId),
     refuseEarly(merchantId) {

@@ -63,6 +63,12 @@ export interface FairShare {
   refusal(tenant: string): DomainError | undefined;
   /** Counts one unit of work of `tenant` done (an admitted send about to be stored). */
   record(tenant: string): void;
+  /**
+   * Whether `tenant` is over its share of a busy instance: it asks for more than an equal share
+   * of the recent asks and got less than it asked (it is being refused). Its work then waits for
+   * the others' (the send gate starts it only when no other send runs).
+   */
+  overShare(tenant: string): boolean;
 }
 
 /** Counts per tenant over a sliding window of two buckets (the current one and the one before). */
@@ -128,5 +134,12 @@ export function createFairShare(o: { load: LoadSignal; now: () => number; what: 
     },
     refusal,
     record: (tenant) => done.add(tenant),
+    overShare(tenant) {
+      if (!o.load.busy()) return false;
+      const demand = asked.all();
+      if (demand.tenants < 2) return false;
+      const asks = asked.of(tenant);
+      return asks * demand.tenants > demand.total && done.of(tenant) < asks;
+    },
   };
 }
