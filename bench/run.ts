@@ -185,6 +185,8 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   // The bootstrap and workbench rows read as one visitor thousands of times a second, far above
   // a visitor's read budget (600 a minute by default).
   CHAT_VISITOR_READS_PER_MINUTE: '10000000',
+  // and far above a merchant's visitors' reads together (6,000 a minute by default).
+  CHAT_MERCHANT_VISITOR_READS_PER_MINUTE: '100000000',
   // A saturated instance refuses a merchant over an equal share of the sends first: the bench
   // saturates it on purpose (the flood row measures that rule with the defaults).
   CHAT_FAIR_SHARE_LOOP_DELAY_MS: '60000',

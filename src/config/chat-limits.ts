@@ -14,6 +14,7 @@ export const chatLimitVariables = {
   CHAT_HUMAN_REQUESTS_PER_HOUR: int(1, 1_000_000).default(10),
   CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE: int(1, 10_000_000).default(300),
   CHAT_VISITOR_READS_PER_MINUTE: int(1, 10_000_000).default(600),
+  CHAT_MERCHANT_VISITOR_READS_PER_MINUTE: int(1, 100_000_000).default(6000),
   CHAT_READ_MARKS_PER_MINUTE: int(1, 10_000_000).default(300),
   CHAT_RATINGS_PER_HOUR: int(1, 1_000_000).default(10),
 };
@@ -48,6 +49,8 @@ export interface ChatLimitSettings {
     merchantHumanRequestsPerMinute: number;
     /** Reads a visitor may make per minute (its messages, conversation and bootstrap, together). */
     visitorReadsPerMinute: number;
+    /** Reads one merchant's visitors may make per minute, all together (however many tokens they hold). */
+    merchantVisitorReadsPerMinute: number;
     /** Read receipts a visitor may send per minute (`markRead`, `/visitor/message/read`). */
     readMarksPerMinute: number;
     /** Ratings a visitor may send per hour (`rateConversation`, `/visitor/chat/rate`), repeats included. */
@@ -70,6 +73,7 @@ export function readChatLimitSettings(e: Parsed<typeof chatLimitVariables>): Cha
       humanRequestsPerHour: e.CHAT_HUMAN_REQUESTS_PER_HOUR,
       merchantHumanRequestsPerMinute: e.CHAT_MERCHANT_HUMAN_REQUESTS_PER_MINUTE,
       visitorReadsPerMinute: e.CHAT_VISITOR_READS_PER_MINUTE,
+      merchantVisitorReadsPerMinute: e.CHAT_MERCHANT_VISITOR_READS_PER_MINUTE,
       readMarksPerMinute: e.CHAT_READ_MARKS_PER_MINUTE,
       ratingsPerHour: e.CHAT_RATINGS_PER_HOUR,
     },

@@ -86,6 +86,30 @@ describe('a visitor’s reads share CHAT_VISITOR_READS_PER_MINUTE', () => {
   });
 });
 
+describe('a merchant’s visitors share CHAT_MERCHANT_VISITOR_READS_PER_MINUTE', () => {
+  it('fresh visitors each within their own budget are refused past the merchant’s, before any statement; another merchant is not', async () => {
+    const m = await f.merchant();
+    const [a, b, fresh] = [await f.visitor(m), await f.visitor(m), await f.visitor(m)];
+    const budget = limited({ merchantVisitorReadsPerMinute: 4 });
+    // Two tokens of one merchant, each far below its own 600 a minute: four reads in all.
+    for (const visitor of [a, b, a, b])
+      expect(await answer(listMessages(budget, visitor, { limit: 20 }))).toBe('answered');
+    // Past the merchant's budget: every read of any of its visitors, a fresh one's first included.
+    for (const read of [
+      () => loadConversation(budget, fresh),
+      () => listMessages(budget, b, { limit: 20 }),
+      () => loadVisitorBootstrap(budget, a, { wsAddress: 'ws://localhost' }),
+    ]) {
+      const refused = await counted(read);
+      expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+      expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(0);
+      expect(refused.statements).toBe(0);
+    }
+    const other = await f.visitor(await f.merchant());
+    expect(await answer(listMessages(budget, other, { limit: 20 }))).toBe('answered');
+  });
+});
+
 describe('a visitor’s read receipts have CHAT_READ_MARKS_PER_MINUTE', () => {
   it('each call counts, even one that moves nothing; past it refused before any statement; another visitor is not', async () => {
     const [a, b] = await chatting();
@@ -116,14 +140,16 @@ describe('a visitor’s ratings have CHAT_RATINGS_PER_HOUR', () => {
   });
 });
 
-it('the defaults are documented values: 600 reads and 300 read receipts per visitor and minute, 10 ratings per hour', () => {
+it('the defaults are documented values: 600 reads and 300 read receipts per visitor and minute, 6,000 reads per merchant and minute, 10 ratings per hour', () => {
   expect(loadConfig({ NODE_ENV: 'test' }).chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
+    merchantVisitorReadsPerMinute: 6000,
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
   });
   expect(deps.config.chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
+    merchantVisitorReadsPerMinute: 6000,
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
   });

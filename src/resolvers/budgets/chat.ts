@@ -181,10 +181,22 @@ export async function chargeHumanRequest(deps: Deps, viewer: VisitorViewer): Pro
 /**
  * Counts a visitor read (`/visitor/message/list`, `/visitor/chat/get`, `/visitor/data/get` and
  * their GraphQL fields): each is a few statements, so a visitor's reads share one budget per
- * minute, far above what the widget's loading, reconnecting and paging use.
+ * minute, far above what the widget's loading, reconnecting and paging use; and a merchant's
+ * visitors share one per minute, so fresh tokens (anyone gets one) cannot read the shared
+ * instance away from other merchants. The visitor's own budget first: one token past it does not
+ * spend its merchant's.
  */
 export async function chargeVisitorRead(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await charge(deps, 'chat-visitor-reads', deps.config.chatLimits.visitorReadsPerMinute, 60, viewer.visitorId, 'reads');
+  const limits = deps.config.chatLimits;
+  await charge(deps, 'chat-visitor-reads', limits.visitorReadsPerMinute, 60, viewer.visitorId, 'reads');
+  await charge(
+    deps,
+    'chat-merchant-visitor-reads',
+    limits.merchantVisitorReadsPerMinute,
+    60,
+    viewer.merchantId,
+    'reads from this merchant’s visitors',
+  );
 }
 
 /**
