@@ -217,8 +217,7 @@ describe('fairness between merchants: a merchant over its share of a busy instan
   it('on a busy instance the merchant over its share stores only while no other merchant’s send is being stored; not busy, at once', async () => {
     for (const busy of [true, false]) {
       const gate = createSendGate(deps.config.chatLimits, { busy: () => busy, stop: () => {} }, () => 0);
-      // The other merchant asks once; the flooding one three times and has got nothing yet (its
-      // sends refused): more than an equal share, less than it asked.
+      // The other merchant asks once; the flooding one three times: more than an equal share.
       gate.admit('other');
       for (let i = 0; i < 3; i++) gate.admit('flood');
       let storeOther = () => {};

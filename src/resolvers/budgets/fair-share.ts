@@ -65,8 +65,9 @@ export interface FairShare {
   record(tenant: string): void;
   /**
    * Whether `tenant` is over its share of a busy instance: it asks for more than an equal share
-   * of the recent asks and got less than it asked (it is being refused). Its work then waits for
-   * the others' (the send gate starts it only when no other send runs).
+   * of the recent asks (refused or not: sends waiting in its line are asks too). Its work then
+   * waits for the others' (the send gate starts it only when no other send runs); a tenant asking
+   * no more than an equal share never waits on this account.
    */
   overShare(tenant: string): boolean;
 }
@@ -138,8 +139,7 @@ export function createFairShare(o: { load: LoadSignal; now: () => number; what: 
       if (!o.load.busy()) return false;
       const demand = asked.all();
       if (demand.tenants < 2) return false;
-      const asks = asked.of(tenant);
-      return asks * demand.tenants > demand.total && done.of(tenant) < asks;
+      return asked.of(tenant) * demand.tenants > demand.total;
     },
   };
 }
