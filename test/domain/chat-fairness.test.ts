@@ -9,6 +9,7 @@ import { createSendGate } from '../../src/resolvers/budgets/chat.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { requestHuman } from '../../src/resolvers/integration/bots/handoff.js';
 import { sendMessage } from '../../src/resolvers/messages/send.js';
+import { answerOrRefusal, withChatLimits } from '../support/budgets.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
@@ -242,10 +243,7 @@ describe('fairness between merchants: a merchant over its share of a busy instan
 });
 
 describe('leaveContactDetails has a budget per visitor and per merchant', () => {
-  const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
-    ...deps,
-    config: { ...deps.config, chatLimits: { ...deps.config.chatLimits, ...chatLimits } },
-  });
+  const limited = (chatLimits: Partial<Deps['config']['chatLimits']>) => withChatLimits(deps, chatLimits);
   const refusal = (work: Promise<unknown>) =>
     outcome(work).then((r) => (r instanceof DomainError ? { code: r.code, retryAfter: r.retryAfterSeconds } : r));
 
@@ -283,18 +281,8 @@ describe('leaveContactDetails has a budget per visitor and per merchant', () => 
 });
 
 describe('requestHuman has a budget per visitor and per merchant', () => {
-  const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
-    ...deps,
-    config: { ...deps.config, chatLimits: { ...deps.config.chatLimits, ...chatLimits } },
-  });
-  const answer = (work: Promise<unknown>) =>
-    work.then(
-      () => 'answered',
-      (e: unknown) => {
-        if (e instanceof DomainError) return { code: e.code, retryAfter: e.retryAfterSeconds };
-        throw e;
-      },
-    );
+  const limited = (chatLimits: Partial<Deps['config']['chatLimits']>) => withChatLimits(deps, chatLimits);
+  const answer = answerOrRefusal;
 
   it('past CHAT_HUMAN_REQUESTS_PER_HOUR a visitor is refused RATE_LIMITED with the wait, before any statement; another visitor is not', async () => {
     const { visitors } = await shop(2);

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import type { Deps } from '../../src/deps.js';
-import { DomainError } from '../../src/errors.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { rateConversation } from '../../src/resolvers/conversations/rating.js';
@@ -10,6 +9,7 @@ import { listMessages } from '../../src/resolvers/messages/history.js';
 import { markRead } from '../../src/resolvers/messages/read.js';
 import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { loadVisitorBootstrap } from '../../src/resolvers/visitor.js';
+import { answerOrRefusal, withChatLimits } from '../support/budgets.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
@@ -24,18 +24,8 @@ useTestDeps((made) => {
   f = made.f;
 });
 
-const limited = (chatLimits: Partial<Deps['config']['chatLimits']>): Deps => ({
-  ...deps,
-  config: { ...deps.config, chatLimits: { ...deps.config.chatLimits, ...chatLimits } },
-});
-const answer = (work: Promise<unknown>) =>
-  work.then(
-    () => 'answered',
-    (e: unknown) => {
-      if (e instanceof DomainError) return { code: e.code, retryAfter: e.retryAfterSeconds };
-      throw e;
-    },
-  );
+const limited = (chatLimits: Partial<Deps['config']['chatLimits']>) => withChatLimits(deps, chatLimits);
+const answer = answerOrRefusal;
 
 /** The answer of `work`, and how many statements it ran. */
 async function counted(work: () => Promise<unknown>) {
