@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../../src/auth/passwords.js';
@@ -329,6 +330,32 @@ describeWhen(
   },
 );
 
+/**
+ * Redis MONITOR on a plain socket, resolved once MONITOR is on, calling `onLine` with each line.
+ * Not ioredis's monitor(): when MONITOR's OK and the first reported command arrive in one packet
+ * (a busy Redis), ioredis reads that line before it knows it is monitoring and throws
+ * "Command queue state error" out of its socket handler.
+ */
+async function monitorRedis(url: string, onLine: (line: string) => void): Promise<Socket> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port || 6379), hostname);
+  socket.setEncoding('utf8');
+  let pending = '';
+  await new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.on('data', (chunk: string) => {
+      const lines = (pending + chunk).split('\r\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        if (line === '+OK') resolve();
+        else onLine(line);
+      }
+    });
+    socket.write('MONITOR\r\n');
+  });
+  return socket;
+}
+
 describeWhen(Boolean(process.env.REDIS_URL), 'REQUIRE_SERVICES', 'Sessions on Redis', 'REDIS_URL is unset', () => {
   it('reading a Session rolls its idle lifetime in Redis in the same round trip (GETEX)', async () => {
     const app = await startTestApp({ env: { SESSION_TTL_SECONDS: '600' } });
@@ -337,9 +364,9 @@ describeWhen(Boolean(process.env.REDIS_URL), 'REQUIRE_SERVICES', 'Sessions on Re
       const redis = app.app.deps.redis as NonNullable<typeof app.app.deps.redis>;
       await redis.expire(`sess:${token}`, 30);
       const commands: string[] = [];
-      const monitor = await redis.duplicate().monitor();
-      monitor.on('monitor', (_time: string, args: string[]) => {
-        if (String(args[1] ?? '').includes(token)) commands.push(String(args[0]).toLowerCase());
+      const monitor = await monitorRedis(process.env.REDIS_URL as string, (line) => {
+        const command = /\] "([^"]+)" "([^"]*)"/.exec(line);
+        if (command?.[2].includes(token)) commands.push(command[1].toLowerCase());
       });
       expect((await new HttpClient(app.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(0);
       // MONITOR reports commands in the order Redis ran them: once a marker sent after the
@@ -347,7 +374,7 @@ describeWhen(Boolean(process.env.REDIS_URL), 'REQUIRE_SERVICES', 'Sessions on Re
       await redis.echo(`end-of-request:${token}`);
       await eventually(() => commands.includes('echo'), 'the marker in MONITOR');
       const seen = commands.slice(0, commands.indexOf('echo'));
-      monitor.disconnect();
+      monitor.destroy();
       expect(seen).toEqual(['getex']);
       expect(await redis.ttl(`sess:${token}`)).toBeGreaterThan(590);
     } finally {
