@@ -365,8 +365,8 @@ describeWhen(Boolean(process.env.REDIS_URL), 'REQUIRE_SERVICES', 'Sessions on Re
       await redis.expire(`sess:${token}`, 30);
       const commands: string[] = [];
       const monitor = await monitorRedis(process.env.REDIS_URL as string, (line) => {
-        const command = /\] "([^"]+)" "([^"]*)"/.exec(line);
-        if (command?.[2].includes(token)) commands.push(command[1].toLowerCase());
+        const [, name = '', firstArgument = ''] = /\] "([^"]+)" "([^"]*)"/.exec(line) ?? [];
+        if (firstArgument.includes(token)) commands.push(name.toLowerCase());
       });
       expect((await new HttpClient(app.url).json('/agent/data/get', { headers: { token } })).body.code).toBe(0);
       // MONITOR reports commands in the order Redis ran them: once a marker sent after the

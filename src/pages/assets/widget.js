@@ -322,9 +322,22 @@ function subscribe(/** @type {any} */ data, /** @type {string} */ token) {
     url: data.setting.ws_address,
     connectionParams: { appkey: data.setting.appkey, authorization: `Bearer ${token}` },
     channels: [data.visitor.channel],
-    onStatus: showConnection,
+    onStatus(status) {
+      showConnection(status);
+      if (status.state === 'resubscribed') void catchUpBusinessHours(token);
+    },
     onEvent: handle,
   });
+}
+
+/**
+ * `business_hours.changed` reaches only the visitor channels subscribed at the boundary (and an
+ * admin's change none), and resuming replays no such event: after a reconnect the bootstrap says
+ * again whether the merchant is open.
+ */
+async function catchUpBusinessHours(/** @type {string} */ token) {
+  const { body } = await bootstrap(token);
+  if (body.code === 0) showBusinessHours(body.data.setting.business_hours);
 }
 
 // ---- sending --------------------------------------------------------------------------------
