@@ -131,29 +131,149 @@ export function createMerchantConfigCache(
   deps: Pick<Deps, 'db' | 'bus' | 'log' | 'now'>,
   { resubscribeMs = RESUBSCRIBE_MS }: { resubscribeMs?: number } = {},
 ): MerchantConfigCache {
+  // Nothing is cached unless the invalidations are heard: both stores ask the listener first.
+  const isListening = () => listener.listening;
+  const configs = createConfigCopies(deps, isListening);
+  const tokens = createTokenChecks(isListening);
+  const clearAll = () => {
+    configs.invalidate();
+    tokens.clear();
+  };
+  const listener = createInvalidationListener(deps, resubscribeMs, {
+    onEvent(event, data) {
+      const d = data as { merchant_id?: string; token_hash?: string };
+      if (event === 'merchant.config_changed' && typeof d?.merchant_id === 'string') configs.invalidate(d.merchant_id);
+      else if (event === 'visitor_token.revoked' && typeof d?.token_hash === 'string') tokens.forget(d.token_hash);
+      else if (event === 'history.gap') clearAll();
+    },
+    // Not listening means not caching: whatever is kept may miss a change.
+    onStopped: clearAll,
+  });
+
+  async function announce<N extends 'merchant.config_changed' | 'visitor_token.revoked'>(
+    name: N,
+    data: EventData<N>,
+    logged: Record<string, unknown>,
+  ) {
+    try {
+      await deps.bus.publish(CONFIG_CHANNEL, name, toWire(name, data));
+      return true;
+    } catch (error) {
+      deps.log.warn({ ...logged, event: name, err: (error as Error).message }, 'cache invalidation not published');
+      return false;
+    }
+  }
+
+  return {
+    get listening() {
+      return listener.listening;
+    },
+    get: configs.get,
+    invalidate: configs.invalidate,
+    token: tokens.get,
+    tokenEpoch: tokens.epoch,
+    rememberToken: tokens.remember,
+    forgetToken: tokens.forget,
+    async announceChanged(merchantId) {
+      configs.invalidate(merchantId);
+      return announce('merchant.config_changed', { merchantId }, { merchantId });
+    },
+    async announceRevoked(tokenHash) {
+      tokens.forget(tokenHash);
+      return announce('visitor_token.revoked', { tokenHash }, {});
+    },
+    start: listener.start,
+    async stop() {
+      listener.stop();
+      clearAll();
+    },
+  };
+}
+
+/** The merchant configurations kept in memory while the invalidations are heard. */
+function createConfigCopies(deps: Pick<Deps, 'db' | 'now'>, isListening: () => boolean) {
   const configs = new Map<string, { value: Promise<MerchantConfig | undefined>; loadedAt: number }>();
-  const tokens = new Map<string, { value: CachedVisitorToken; until: number }>();
   // Bumped by every invalidation: a load that started before one is not kept.
-  let configEpoch = 0;
-  let tokensEpoch = 0;
+  let epoch = 0;
+  return {
+    get(merchantId: string): Promise<MerchantConfig | undefined> {
+      if (!isListening()) return loadMerchantConfig(deps, merchantId);
+      const now = deps.now();
+      const hit = configs.get(merchantId);
+      if (hit && now - hit.loadedAt < CONFIG_SAFETY_TTL_MS) return hit.value;
+      const started = epoch;
+      const value = loadMerchantConfig(deps, merchantId);
+      // Concurrent readers share one load; a failed load or one overlapping a change is not kept.
+      const entry = { value, loadedAt: now };
+      configs.set(merchantId, entry);
+      value.then(
+        () => {
+          if (epoch !== started && configs.get(merchantId) === entry) configs.delete(merchantId);
+        },
+        () => {
+          if (configs.get(merchantId) === entry) configs.delete(merchantId);
+        },
+      );
+      return value;
+    },
+    /** Drops one merchant's copy, or every copy. */
+    invalidate(merchantId?: string) {
+      epoch++;
+      if (merchantId === undefined) configs.clear();
+      else configs.delete(merchantId);
+    },
+  };
+}
+
+/** Visitor token checks kept briefly (never past the token's expiry) while the revocations are heard. */
+function createTokenChecks(isListening: () => boolean) {
+  const tokens = new Map<string, { value: CachedVisitorToken; until: number }>();
+  // Bumped by every revocation: a check whose query started before one is not kept.
+  let epoch = 0;
+  return {
+    get(hash: string, now: number): CachedVisitorToken | undefined {
+      if (!isListening()) return undefined;
+      const hit = tokens.get(hash);
+      if (!hit) return undefined;
+      if (now >= hit.until || now >= hit.value.expiresAt) {
+        tokens.delete(hash);
+        return undefined;
+      }
+      return hit.value;
+    },
+    epoch: () => epoch,
+    remember(hash: string, value: CachedVisitorToken, startedAt: number, since: number) {
+      if (!isListening() || since !== epoch) return;
+      if (tokens.size >= MAX_TOKENS) {
+        const oldest = tokens.keys().next().value;
+        if (oldest !== undefined) tokens.delete(oldest);
+      }
+      tokens.set(hash, { value, until: startedAt + VISITOR_TOKEN_CACHE_MS });
+    },
+    forget(hash: string) {
+      epoch++;
+      tokens.delete(hash);
+    },
+    clear() {
+      epoch++;
+      tokens.clear();
+    },
+  };
+}
+
+/**
+ * The subscription to {@link CONFIG_CHANNEL}: live from `start()` until `stop()`, listening again
+ * after a pause when the bus drops it. `onStopped` runs whenever it stops listening.
+ */
+function createInvalidationListener(
+  deps: Pick<Deps, 'bus' | 'log'>,
+  resubscribeMs: number,
+  handlers: { onEvent(event: string, data: unknown): void; onStopped(): void },
+) {
   let listening = false;
   let abort: AbortController | undefined;
   let started: Promise<void> | undefined;
   let retry: NodeJS.Timeout | undefined;
-
-  const clearAll = () => {
-    configEpoch++;
-    tokensEpoch++;
-    configs.clear();
-    tokens.clear();
-  };
-
-  const onEvent = (event: string, data: unknown) => {
-    const d = data as { merchant_id?: string; token_hash?: string };
-    if (event === 'merchant.config_changed' && typeof d?.merchant_id === 'string') cache.invalidate(d.merchant_id);
-    else if (event === 'visitor_token.revoked' && typeof d?.token_hash === 'string') cache.forgetToken(d.token_hash);
-    else if (event === 'history.gap') clearAll();
-  };
 
   /** Listens again after a pause, and keeps trying while the bus refuses (until `stop()`). */
   function scheduleRetry(previous: AbortController) {
@@ -181,7 +301,7 @@ export function createMerchantConfigCache(
               listening = true;
               resolve();
             }
-            onEvent(e.event, e.data);
+            handlers.onEvent(e.event, e.data);
           }
         } catch (error) {
           if (!live) reject(error);
@@ -191,9 +311,8 @@ export function createMerchantConfigCache(
               'configuration cache: invalidations lost, listening again',
             );
         } finally {
-          // Not listening means not caching: whatever is kept may miss a change.
           listening = false;
-          clearAll();
+          handlers.onStopped();
           if (live && !controller.signal.aborted) scheduleRetry(controller);
           if (!live) resolve();
         }
@@ -201,80 +320,11 @@ export function createMerchantConfigCache(
     });
   }
 
-  async function announce<N extends 'merchant.config_changed' | 'visitor_token.revoked'>(
-    name: N,
-    data: EventData<N>,
-    logged: Record<string, unknown>,
-  ) {
-    try {
-      await deps.bus.publish(CONFIG_CHANNEL, name, toWire(name, data));
-      return true;
-    } catch (error) {
-      deps.log.warn({ ...logged, event: name, err: (error as Error).message }, 'cache invalidation not published');
-      return false;
-    }
-  }
-
-  const cache: MerchantConfigCache = {
+  return {
     get listening() {
       return listening;
     },
-    get(merchantId) {
-      if (!listening) return loadMerchantConfig(deps, merchantId);
-      const now = deps.now();
-      const hit = configs.get(merchantId);
-      if (hit && now - hit.loadedAt < CONFIG_SAFETY_TTL_MS) return hit.value;
-      const epoch = configEpoch;
-      const value = loadMerchantConfig(deps, merchantId);
-      // Concurrent readers share one load; a failed load or one overlapping a change is not kept.
-      const entry = { value, loadedAt: now };
-      configs.set(merchantId, entry);
-      value.then(
-        () => {
-          if (configEpoch !== epoch && configs.get(merchantId) === entry) configs.delete(merchantId);
-        },
-        () => {
-          if (configs.get(merchantId) === entry) configs.delete(merchantId);
-        },
-      );
-      return value;
-    },
-    invalidate(merchantId) {
-      configEpoch++;
-      if (merchantId === undefined) configs.clear();
-      else configs.delete(merchantId);
-    },
-    token(hash, now) {
-      if (!listening) return undefined;
-      const hit = tokens.get(hash);
-      if (!hit) return undefined;
-      if (now >= hit.until || now >= hit.value.expiresAt) {
-        tokens.delete(hash);
-        return undefined;
-      }
-      return hit.value;
-    },
-    tokenEpoch: () => tokensEpoch,
-    rememberToken(hash, value, startedAt, epoch) {
-      if (!listening || epoch !== tokensEpoch) return;
-      if (tokens.size >= MAX_TOKENS) {
-        const oldest = tokens.keys().next().value;
-        if (oldest !== undefined) tokens.delete(oldest);
-      }
-      tokens.set(hash, { value, until: startedAt + VISITOR_TOKEN_CACHE_MS });
-    },
-    forgetToken(hash) {
-      tokensEpoch++;
-      tokens.delete(hash);
-    },
-    async announceChanged(merchantId) {
-      cache.invalidate(merchantId);
-      return announce('merchant.config_changed', { merchantId }, { merchantId });
-    },
-    async announceRevoked(tokenHash) {
-      cache.forgetToken(tokenHash);
-      return announce('visitor_token.revoked', { tokenHash }, {});
-    },
+    /** Resolves once listening. Idempotent. */
     start() {
       started ??= listen().catch((error) => {
         started = undefined;
@@ -282,16 +332,14 @@ export function createMerchantConfigCache(
       });
       return started;
     },
-    async stop() {
+    stop() {
       clearTimeout(retry);
       abort?.abort();
       abort = undefined;
       started = undefined;
       listening = false;
-      clearAll();
     },
   };
-  return cache;
 }
 
 /**
