@@ -1,20 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Deps } from '../deps.js';
-import { classifyError, DomainError } from '../errors.js';
+import { DomainError } from '../errors.js';
 import { clientIp } from '../http/request.js';
 import type { SessionLayer } from '../http/session.js';
-import { type ChannelViewer, requireOwnAppkey, revalidateAgentSession } from '../resolvers/channels.js';
+import type { ChannelViewer } from '../resolvers/channels.js';
 import type { SessionPort } from '../resolvers/session.js';
-import {
-  type AgentViewer,
-  type HeldAgentViewer,
-  heldViewer,
-  requireAgent,
-  requireVisitorByHash,
-  type VisitorViewer,
-} from '../resolvers/viewer.js';
+import { type AgentViewer, type HeldAgentViewer, heldViewer, type VisitorViewer } from '../resolvers/viewer.js';
 import type { ChannelEvent } from '../stores/bus.js';
+import {
+  countSocket,
+  createTallies,
+  identityKey,
+  type SocketShare,
+  socketRefusal,
+  subscribeWindow,
+  type Tallies,
+} from './connection/caps.js';
+import { identityRefusal, identityVerdict, resolveViewer, watchSession } from './connection/identity.js';
 import { type RealtimeLimits, realtimeLimitsOf } from './limits.js';
 
 /**
@@ -55,7 +58,7 @@ export class ConnectionRefused extends Error {
 export type SocketIdentity = { kind: 'visitor'; tokenHash: string } | { kind: 'agent'; sessionId: string };
 
 /** What the core needs from a transport's socket. */
-interface TransportSocket {
+export interface TransportSocket {
   /** Closes the socket for `end`, with the protocol's code and `reason` (≤ 123 bytes). */
   end(end: ConnectionEnd, reason: string): void;
   /** Subscriptions still running (the Session-end flush waits for them to deliver `session.ended`). */
@@ -124,252 +127,183 @@ export interface ConnectionCore {
   counts(): { sockets: number; subscriptions: number };
 }
 
-interface Tally {
-  sockets: number;
-  subscriptions: number;
-}
-
-/** Instance-wide tallies per identity and per address, for the caps of limits.ts. */
-function createTallies() {
-  const total: Tally = { sockets: 0, subscriptions: 0 };
-  const byKey = new Map<string, Tally>();
-  const of = (key: string) => byKey.get(key) ?? { sockets: 0, subscriptions: 0 };
-  const add = (key: string, field: keyof Tally, delta: number) => {
-    const tally = of(key);
-    tally[field] += delta;
-    if (tally.sockets <= 0 && tally.subscriptions <= 0) byKey.delete(key);
-    else byKey.set(key, tally);
-  };
-  return { total, of, add };
-}
-
 export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'peekPort'>): ConnectionCore {
-  const limits = realtimeLimitsOf(deps.config);
-  const tallies = createTallies();
-  const addressKey = (address: string) => `address:${address}`;
-  const identityKey = (viewer: ChannelViewer) =>
-    viewer.kind === 'agent' ? `agent:${viewer.agentId}` : `visitor:${viewer.visitorId}`;
+  const instance: Instance = { deps, sessions, limits: realtimeLimitsOf(deps.config), tallies: createTallies() };
+  return {
+    limits: instance.limits,
+    open: (transport, request) => openConnection(instance, transport, request),
+    counts: () => ({ ...instance.tallies.total }),
+  };
+}
 
-  function open(transport: TransportSocket, request: IncomingMessage): Connection {
-    const address = clientIp(request, deps.config);
-    if (tallies.total.sockets >= limits.maxSockets) {
-      throw new ConnectionRefused('try_later', 'Server at capacity: retry later');
-    }
-    if (tallies.of(addressKey(address)).sockets >= limits.socketsPerAddress) {
-      throw new ConnectionRefused('too_many_connections', 'Too many connections from this address');
-    }
-    tallies.total.sockets++;
-    tallies.add(addressKey(address), 'sockets', 1);
+/** What every connection of the instance shares. */
+interface Instance {
+  readonly deps: Deps;
+  readonly sessions: Pick<SessionLayer, 'peekPort'>;
+  readonly limits: RealtimeLimits;
+  readonly tallies: Tallies;
+}
 
-    const stop = new AbortController();
-    const capabilities: { stillValid: () => Promise<boolean>; reason: string }[] = [];
-    let identity: SocketIdentity | undefined;
-    let viewer: ChannelViewer | undefined;
-    let ownKey: string | undefined;
-    let ending = false;
-    let revalidate: NodeJS.Timeout | undefined;
-    let presenceId: string | undefined;
-    let subscriptions = 0;
-    const capabilityHolders = new Set<string>(); // identity keys this socket counts against through a capability
-    const window = { start: Date.now(), count: 0 };
+/**
+ * One socket's state, kept apart from its Connection so that each step of the connection's life
+ * (authenticate, re-check, Session end, close) is a function of its own; the Connection reads it
+ * through getters.
+ */
+interface SocketState {
+  readonly instance: Instance;
+  readonly transport: TransportSocket;
+  readonly address: string;
+  readonly stop: AbortController;
+  /** What the socket counts against the caps (connection/caps.ts). */
+  readonly share: SocketShare;
+  /** Capabilities the connection uses, re-checked with its identity. */
+  readonly capabilities: { stillValid: () => Promise<boolean>; reason: string }[];
+  identity: SocketIdentity | undefined;
+  viewer: ChannelViewer | undefined;
+  ending: boolean;
+  presenceId: string | undefined;
+  revalidate: NodeJS.Timeout | undefined;
+}
 
-    const sessionPort = () =>
-      identity?.kind === 'agent' ? sessions.peekPort(identity.sessionId) : Promise.resolve(undefined);
+/** A socket opened: refused past the instance's or its address's socket cap, else counted and given its Connection. */
+function openConnection(instance: Instance, transport: TransportSocket, request: IncomingMessage): Connection {
+  const { deps, limits, tallies } = instance;
+  const address = clientIp(request, deps.config);
+  const refusal = socketRefusal(tallies, limits, address);
+  if (refusal) throw new ConnectionRefused(refusal.end, refusal.message);
+  const stop = new AbortController();
+  const state: SocketState = {
+    instance,
+    transport,
+    address,
+    stop,
+    share: countSocket(tallies, limits, address, stop.signal),
+    capabilities: [],
+    identity: undefined,
+    viewer: undefined,
+    ending: false,
+    presenceId: undefined,
+    revalidate: undefined,
+  };
+  const withinSubscribeRate = subscribeWindow(SUBSCRIBE_RATE);
 
-    const end = (why: ConnectionEnd, reason: string) => {
-      if (stop.signal.aborted) return;
-      ending = true;
-      transport.end(why, reason);
-    };
-
-    /** Lets the final `session.ended` events go out, then ends the connection. */
-    const endSession = async () => {
-      if (ending) return;
-      ending = true;
-      const deadline = Date.now() + SESSION_END_FLUSH_MS;
-      while (transport.activeSubscriptions() > 0 && Date.now() < deadline && !stop.signal.aborted) {
-        await new Promise((r) => setTimeout(r, 25));
+  return {
+    id: randomUUID(),
+    address,
+    signal: stop.signal,
+    get identity() {
+      return state.identity;
+    },
+    get viewer() {
+      return state.viewer;
+    },
+    get ending() {
+      return state.ending;
+    },
+    sessionPort: () => sessionPort(state),
+    authenticate: (presented, appkey) => authenticate(state, presented, appkey),
+    admitSubscription() {
+      if (state.ending) throw new DomainError('UNAUTHENTICATED', 'The Session of this socket ended: log in again');
+      if (!withinSubscribeRate()) {
+        end(state, 'subscribe_rate', 'Too many subscribe requests');
+        throw new DomainError('RATE_LIMITED', 'Too many subscribe requests');
       }
-      if (!stop.signal.aborted) transport.end('session_ended', 'Session ended: log in again');
-    };
+      return state.share.admitSubscription();
+    },
+    followCapability(stillValid, reason) {
+      state.capabilities.push({ stillValid, reason });
+      startRechecks(state);
+    },
+    holdCapability: (holder) => state.share.holdCapability(identityKey(holder)),
+    end: (why, reason) => end(state, why, reason),
+    closed: () => close(state),
+  };
+}
 
-    /** The periodic re-check of the identity and of every capability the connection uses. */
-    const recheck = async () => {
-      if (stop.signal.aborted || ending) return;
-      if (identity?.kind === 'agent' && viewer?.kind === 'agent') {
-        const port = await sessionPort().catch(() => undefined);
-        const valid = await revalidateAgentSession(deps, port, {
-          agentId: viewer.agentId,
-          sessionId: identity.sessionId,
-        });
-        if (!valid) return void endSession();
-      } else if (identity?.kind === 'visitor') {
-        try {
-          await requireVisitorByHash(deps, identity.tokenHash);
-        } catch (error) {
-          if (error instanceof DomainError) return end('forbidden', 'Visitor token no longer valid');
-        }
-      }
-      for (const capability of capabilities) {
-        const valid = await capability.stillValid().catch(() => true); // an outage is not a revocation
-        if (!valid) return end('forbidden', capability.reason);
-      }
-    };
-    const startRechecks = () => {
-      if (revalidate) return;
-      revalidate = setInterval(() => void recheck(), SESSION_REVALIDATE_MS);
-      revalidate.unref();
-    };
+/** The agent Session behind the socket, read without extending its idle lifetime. */
+const sessionPort = (state: SocketState) =>
+  state.identity?.kind === 'agent'
+    ? state.instance.sessions.peekPort(state.identity.sessionId)
+    : Promise.resolve(undefined);
 
-    const releaseSubscription = () => {
-      subscriptions--;
-      tallies.total.subscriptions--;
-      tallies.add(addressKey(address), 'subscriptions', -1);
-      if (ownKey) tallies.add(ownKey, 'subscriptions', -1);
-    };
+function end(state: SocketState, why: ConnectionEnd, reason: string) {
+  if (state.stop.signal.aborted) return;
+  state.ending = true;
+  state.transport.end(why, reason);
+}
 
-    const connection: Connection = {
-      id: randomUUID(),
-      address,
-      signal: stop.signal,
-      get identity() {
-        return identity;
-      },
-      get viewer() {
-        return viewer;
-      },
-      get ending() {
-        return ending;
-      },
-      sessionPort,
-
-      async authenticate(presented, appkey) {
-        if (viewer) throw new ConnectionRefused('forbidden', 'The identity of a connection is fixed');
-        identity = presented;
-        let resolved: AgentViewer | VisitorViewer;
-        try {
-          resolved =
-            presented.kind === 'visitor'
-              ? await requireVisitorByHash(deps, presented.tokenHash)
-              : await requireAgent(deps, await sessionPort(), address);
-          if (appkey !== undefined) await requireOwnAppkey(deps, resolved, appkey);
-        } catch (error) {
-          identity = undefined;
-          const classified = classifyError(error);
-          if (classified.code === 'SERVICE_UNAVAILABLE') {
-            throw new ConnectionRefused('try_later', 'Service unavailable: retry later');
-          }
-          if (classified.code === 'FORBIDDEN') throw new ConnectionRefused('forbidden', classified.message);
-          throw new ConnectionRefused(
-            'forbidden',
-            presented.kind === 'visitor'
-              ? 'Visitor token not valid or expired: get a new visitor token'
-              : 'Agent Session not valid or expired: log in again (a visitor token goes in authorization)',
-          );
-        }
-        const key = identityKey(resolved);
-        if (tallies.of(key).sockets >= limits.socketsPerIdentity) {
-          identity = undefined;
-          throw new ConnectionRefused('too_many_connections', 'Too many connections for this identity');
-        }
-        if (stop.signal.aborted) throw new ConnectionRefused('going_away', 'Closed while connecting');
-        // The connection keeps ids, not the agent row and Session port (it lives as long as the socket).
-        const held = heldViewer(resolved);
-        viewer = held;
-        ownKey = key;
-        tallies.add(key, 'sockets', 1);
-        tallies.add(key, 'subscriptions', subscriptions);
-        if (resolved.kind === 'agent') {
-          presenceId = await deps.realtime.presence.connected(resolved);
-          if (stop.signal.aborted) {
-            // The socket closed while presence was being recorded: `closed` could not report it.
-            await deps.realtime.presence.disconnected(presenceId);
-            presenceId = undefined;
-            return resolved;
-          }
-          // One watch per socket serves its subscriptions too (each used to hold its own).
-          const agent = held as HeldAgentViewer;
-          const onLevel = (level: string) => {
-            if (stop.signal.aborted) return;
-            // New subscriptions (Pusher authorises with the connection's viewer) are judged by it too.
-            agent.level = level;
-            transport.levelChanged(agent.agentId, level);
-          };
-          void deps.realtime.sessionEnds.watch(agent, stop.signal, onLevel).then((event) => {
-            if (!event || stop.signal.aborted) return;
-            transport.sessionEnded(event);
-            void endSession();
-          });
-        }
-        startRechecks();
-        return resolved;
-      },
-
-      admitSubscription() {
-        if (ending) throw new DomainError('UNAUTHENTICATED', 'The Session of this socket ended: log in again');
-        const now = Date.now();
-        if (now - window.start >= SUBSCRIBE_RATE.windowMs) {
-          window.start = now;
-          window.count = 0;
-        }
-        if (++window.count > SUBSCRIBE_RATE.max) {
-          end('subscribe_rate', 'Too many subscribe requests');
-          throw new DomainError('RATE_LIMITED', 'Too many subscribe requests');
-        }
-        const refuse = (message: string) => new DomainError('RATE_LIMITED', message);
-        if (subscriptions >= limits.subscriptionsPerSocket) {
-          throw refuse(`At most ${limits.subscriptionsPerSocket} operations at once on one socket`);
-        }
-        if (ownKey && tallies.of(ownKey).subscriptions >= limits.subscriptionsPerIdentity) {
-          throw refuse(`At most ${limits.subscriptionsPerIdentity} subscriptions at once for one identity`);
-        }
-        if (tallies.of(addressKey(address)).subscriptions >= limits.subscriptionsPerAddress) {
-          throw refuse(`At most ${limits.subscriptionsPerAddress} subscriptions at once from one address`);
-        }
-        if (tallies.total.subscriptions >= limits.maxSubscriptions) throw refuse('Server at capacity: retry later');
-        subscriptions++;
-        tallies.total.subscriptions++;
-        tallies.add(addressKey(address), 'subscriptions', 1);
-        if (ownKey) tallies.add(ownKey, 'subscriptions', 1);
-        let released = false;
-        return () => {
-          if (released || stop.signal.aborted) return; // after close, `closed` released everything
-          released = true;
-          releaseSubscription();
-        };
-      },
-
-      followCapability(stillValid, reason) {
-        capabilities.push({ stillValid, reason });
-        startRechecks();
-      },
-
-      holdCapability(holder) {
-        const key = identityKey(holder);
-        if (key === ownKey || capabilityHolders.has(key) || stop.signal.aborted) return;
-        if (tallies.of(key).sockets >= limits.socketsPerIdentity)
-          throw new DomainError('RATE_LIMITED', 'Too many connections on this visitor channel');
-        capabilityHolders.add(key);
-        tallies.add(key, 'sockets', 1);
-      },
-
-      end,
-
-      async closed() {
-        if (stop.signal.aborted) return;
-        stop.abort();
-        clearInterval(revalidate);
-        while (subscriptions > 0) releaseSubscription();
-        tallies.total.sockets--;
-        tallies.add(addressKey(address), 'sockets', -1);
-        if (ownKey) tallies.add(ownKey, 'sockets', -1);
-        for (const key of capabilityHolders) tallies.add(key, 'sockets', -1);
-        capabilityHolders.clear();
-        await deps.realtime.presence.disconnected(presenceId);
-      },
-    };
-    return connection;
+/** Lets the final `session.ended` events go out, then ends the connection. */
+async function endSession(state: SocketState) {
+  if (state.ending) return;
+  state.ending = true;
+  const { transport, stop } = state;
+  const deadline = Date.now() + SESSION_END_FLUSH_MS;
+  while (transport.activeSubscriptions() > 0 && Date.now() < deadline && !stop.signal.aborted) {
+    await new Promise((r) => setTimeout(r, 25));
   }
+  if (!stop.signal.aborted) transport.end('session_ended', 'Session ended: log in again');
+}
 
-  return { limits, open, counts: () => ({ ...tallies.total }) };
+/** Resolves the presented identity, checks the appkey and the identity's socket cap, then follows it. */
+async function authenticate(state: SocketState, presented: SocketIdentity, appkey: string | undefined) {
+  const { deps } = state.instance;
+  if (state.viewer) throw new ConnectionRefused('forbidden', 'The identity of a connection is fixed');
+  state.identity = presented;
+  let resolved: AgentViewer | VisitorViewer;
+  try {
+    resolved = await resolveViewer(deps, presented, appkey, () => sessionPort(state), state.address);
+  } catch (error) {
+    state.identity = undefined;
+    const refusal = identityRefusal(error, presented.kind);
+    throw new ConnectionRefused(refusal.end, refusal.message);
+  }
+  const key = identityKey(resolved);
+  if (state.share.identityFull(key)) {
+    state.identity = undefined;
+    throw new ConnectionRefused('too_many_connections', 'Too many connections for this identity');
+  }
+  if (state.stop.signal.aborted) throw new ConnectionRefused('going_away', 'Closed while connecting');
+  // The connection keeps ids, not the agent row and Session port (it lives as long as the socket).
+  const held = heldViewer(resolved);
+  state.viewer = held;
+  state.share.claimIdentity(key);
+  if (resolved.kind === 'agent') {
+    state.presenceId = await deps.realtime.presence.connected(resolved);
+    if (state.stop.signal.aborted) {
+      // The socket closed while presence was being recorded: `close` could not report it.
+      await deps.realtime.presence.disconnected(state.presenceId);
+      state.presenceId = undefined;
+      return resolved;
+    }
+    watchSession(deps, held as HeldAgentViewer, state.stop.signal, state.transport, () => endSession(state));
+  }
+  startRechecks(state);
+  return resolved;
+}
+
+function startRechecks(state: SocketState) {
+  if (state.revalidate) return;
+  state.revalidate = setInterval(() => void recheck(state), SESSION_REVALIDATE_MS);
+  state.revalidate.unref();
+}
+
+/** The periodic re-check of the identity and of every capability the connection uses. */
+async function recheck(state: SocketState) {
+  if (state.stop.signal.aborted || state.ending) return;
+  const verdict = await identityVerdict(state.instance.deps, state.identity, state.viewer, () => sessionPort(state));
+  if (verdict === 'session_ended') return void endSession(state);
+  if (verdict === 'forbidden') return end(state, 'forbidden', 'Visitor token no longer valid');
+  for (const capability of state.capabilities) {
+    const valid = await capability.stillValid().catch(() => true); // an outage is not a revocation
+    if (!valid) return end(state, 'forbidden', capability.reason);
+  }
+}
+
+/** The transport's socket closed: stops the re-checks, gives back every slot, ends presence. */
+async function close(state: SocketState) {
+  if (state.stop.signal.aborted) return;
+  state.stop.abort();
+  clearInterval(state.revalidate);
+  state.share.release();
+  await state.instance.deps.realtime.presence.disconnected(state.presenceId);
 }
