@@ -8,6 +8,7 @@ import { classifyError, DomainError } from '../errors.js';
 import { bearerToken, clientIp } from '../http/request.js';
 import { requestSessionPort } from '../http/session.js';
 import { loggableError } from '../log.js';
+import { visitorRefusalHoldMs } from '../resolvers/budgets/refusal-hold.js';
 import { parseInput } from '../resolvers/inputs.js';
 import { type ApiKeyViewer, authenticateApiKey } from '../resolvers/integration/api-keys/authenticate.js';
 import { type ApiKeyScope, requireScope } from '../resolvers/integration/api-keys/scopes.js';
@@ -228,17 +229,9 @@ export function bodyError(error: unknown): unknown {
   return error;
 }
 
-/**
- * How long a refusal is held before it is written: a visitor endpoint's RATE_LIMITED answer waits
- * `VISITOR_REFUSAL_DELAY_MS` (at most its `Retry-After`). Anyone can be a visitor, and a flood's
- * client that sends again as soon as it is refused would otherwise keep the instance refusing as
- * fast as it can — the other merchants' requests waiting in line behind the refusals
- * (BENCHMARKS.md, chat flood). Held, each of its connections makes one request a second; a held
- * answer keeps nothing but the connection it came on (capped per address).
- */
+/** How long a refusal is held before it is written: a visitor endpoint's, by the one rule (refusal-hold.ts). */
 function refusalDelayMs(deps: Deps, route: AnyRoute, error: unknown): number {
-  if (route.identity !== 'visitor' || !(error instanceof DomainError) || error.code !== 'RATE_LIMITED') return 0;
-  return Math.min(deps.config.hardening.visitorRefusalDelayMs, (error.retryAfterSeconds ?? 0) * 1000);
+  return route.identity === 'visitor' ? visitorRefusalHoldMs(deps.config, [error]) : 0;
 }
 
 /** Answers a refusal as the route declares (its own way, `onError`, else the envelope), held if it must be. */
