@@ -17,6 +17,7 @@ export const chatLimitVariables = {
   CHAT_MERCHANT_VISITOR_READS_PER_MINUTE: int(1, 100_000_000).default(6000),
   CHAT_READ_MARKS_PER_MINUTE: int(1, 10_000_000).default(300),
   CHAT_RATINGS_PER_HOUR: int(1, 1_000_000).default(10),
+  CHAT_TYPING_PER_MINUTE: int(1, 10_000_000).default(600),
 };
 
 export interface ChatLimitSettings {
@@ -55,6 +56,8 @@ export interface ChatLimitSettings {
     readMarksPerMinute: number;
     /** Ratings a visitor may send per hour (`rateConversation`, `/visitor/chat/rate`), repeats included. */
     ratingsPerHour: number;
+    /** Typing notices a visitor may send per minute (`setTyping`, `/visitor/chat/typing`), throttled ones included. */
+    typingPerMinute: number;
   };
 }
 
@@ -76,6 +79,7 @@ export function readChatLimitSettings(e: Parsed<typeof chatLimitVariables>): Cha
       merchantVisitorReadsPerMinute: e.CHAT_MERCHANT_VISITOR_READS_PER_MINUTE,
       readMarksPerMinute: e.CHAT_READ_MARKS_PER_MINUTE,
       ratingsPerHour: e.CHAT_RATINGS_PER_HOUR,
+      typingPerMinute: e.CHAT_TYPING_PER_MINUTE,
     },
   };
 }

@@ -12,9 +12,16 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 
 const BURST = 3;
 const PUSHER_AUTHS = 4;
+const TYPING = 3;
 let t: TestApp;
 beforeAll(async () => {
-  t = await startTestApp({ env: { CHAT_MESSAGE_BURST: String(BURST), PUSHER_AUTH_PER_MINUTE: String(PUSHER_AUTHS) } });
+  t = await startTestApp({
+    env: {
+      CHAT_MESSAGE_BURST: String(BURST),
+      PUSHER_AUTH_PER_MINUTE: String(PUSHER_AUTHS),
+      CHAT_TYPING_PER_MINUTE: String(TYPING),
+    },
+  });
 });
 afterAll(async () => {
   await t.stop();
@@ -56,6 +63,32 @@ describe('message budgets (row 2)', () => {
       );
     for (let i = 0; i < BURST; i++) expect((await send(`g${i}`)).body.errors).toBeUndefined();
     const refused = await send('over');
+    expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED' });
+    expect(refused.body.errors?.[0]?.extensions.retryAfter).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('typing notices (rows 2 and 3)', () => {
+  it('REST: past the visitor’s budget, 1429 / HTTP 429 with Retry-After', async () => {
+    const v = await visitorToken(t.url);
+    const client = new HttpClient(t.url);
+    const typing = () =>
+      client.json('/visitor/chat/typing', { method: 'POST', json: { typing: true }, headers: bearer(v.token) });
+    for (let i = 0; i < TYPING; i++) expect((await typing()).body.code).toBe(0);
+    const refused = await typing();
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ code: 1429 });
+    const wait = Number(refused.headers.get('retry-after'));
+    expect(wait).toBeGreaterThanOrEqual(1);
+    expect(wait).toBeLessThanOrEqual(60);
+  });
+
+  it('GraphQL: the same budget, RATE_LIMITED with retryAfter', async () => {
+    const v = await visitorToken(t.url);
+    const client = new HttpClient(t.url);
+    const typing = () => client.graphql('mutation { setTyping(typing: false) { published } }', {}, bearer(v.token));
+    for (let i = 0; i < TYPING; i++) expect((await typing()).body.errors).toBeUndefined();
+    const refused = await typing();
     expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED' });
     expect(refused.body.errors?.[0]?.extensions.retryAfter).toBeGreaterThanOrEqual(1);
   });

@@ -8,12 +8,13 @@ import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { listMessages } from '../../src/resolvers/messages/history.js';
 import { markRead } from '../../src/resolvers/messages/read.js';
 import { sendMessage } from '../../src/resolvers/messages/send.js';
+import { setTyping } from '../../src/resolvers/messages/typing.js';
 import { loadVisitorBootstrap } from '../../src/resolvers/visitor.js';
 import { answerOrRefusal, withChatLimits } from '../support/budgets.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
- * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts and ratings are
+ * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts, ratings and typing notices are
  * counted per visitor before any statement, refused RATE_LIMITED with the wait (REST 1429 with
  * `Retry-After`, GraphQL `RATE_LIMITED`), and another visitor is not held back.
  */
@@ -130,17 +131,36 @@ describe('a visitor’s ratings have CHAT_RATINGS_PER_HOUR', () => {
   });
 });
 
-it('the defaults are documented values: 600 reads and 300 read receipts per visitor and minute, 6,000 reads per merchant and minute, 10 ratings per hour', () => {
+describe('a visitor’s typing notices have CHAT_TYPING_PER_MINUTE', () => {
+  it('throttled ones count too; past it refused before the conversation is read; another visitor is not', async () => {
+    const [a, b] = await chatting();
+    const budget = limited({ typingPerMinute: 3 });
+    // The first is published, the repeats dropped by the per-conversation throttle, after its reads.
+    expect(await setTyping(budget, a, { typing: true })).toEqual({ published: true });
+    for (let i = 0; i < 2; i++) expect(await setTyping(budget, a, { typing: true })).toEqual({ published: false });
+    for (const typing of [true, false]) {
+      const refused = await counted(() => setTyping(budget, a, { typing }));
+      expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+      expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(0);
+      expect(refused.statements).toBe(0);
+    }
+    expect(await setTyping(budget, b, { typing: true })).toEqual({ published: true });
+  });
+});
+
+it('the defaults are documented values: 600 reads, 300 read receipts and 600 typing notices per visitor and minute, 6,000 reads per merchant and minute, 10 ratings per hour', () => {
   expect(loadConfig({ NODE_ENV: 'test' }).chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
     merchantVisitorReadsPerMinute: 6000,
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
+    typingPerMinute: 600,
   });
   expect(deps.config.chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
     merchantVisitorReadsPerMinute: 6000,
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
+    typingPerMinute: 600,
   });
 });

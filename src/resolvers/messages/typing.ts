@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { DomainError } from '../../errors.js';
+import { chargeTyping } from '../budgets/chat.js';
 import { agentChannel, publish } from '../events.js';
 import { flag, parseInput } from '../inputs.js';
 import { type ChatViewer, currentConversationIfAny, id, sender, targetVisitor } from './target.js';
@@ -27,6 +28,8 @@ export async function setTyping(
   viewer: ChatViewer,
   given: TypingInput = {},
 ): Promise<{ published: boolean }> {
+  // Counted before the conversation is read: the throttle below only drops a notice after that.
+  if (viewer.kind === 'visitor') await chargeTyping(deps, viewer);
   const input = parseInput(typingInput, given);
   const visitorId = targetVisitor(viewer, input.visitorId);
   // Typing before the first message (the widget's input fires it) has nobody to tell yet.
