@@ -18,6 +18,7 @@ export const chatLimitVariables = {
   CHAT_READ_MARKS_PER_MINUTE: int(1, 10_000_000).default(300),
   CHAT_RATINGS_PER_HOUR: int(1, 1_000_000).default(10),
   CHAT_TYPING_PER_MINUTE: int(1, 10_000_000).default(600),
+  CHAT_ASSIGNS_PER_MINUTE: int(1, 10_000_000).default(120),
 };
 
 export interface ChatLimitSettings {
@@ -58,6 +59,8 @@ export interface ChatLimitSettings {
     ratingsPerHour: number;
     /** Typing notices a visitor may send per minute (`setTyping`, `/visitor/chat/typing`), throttled ones included. */
     typingPerMinute: number;
+    /** Assign calls a visitor may make per minute (`assign`, `/visitor/chat/assign`), repeats on an open conversation included. */
+    assignsPerMinute: number;
   };
 }
 
@@ -80,6 +83,7 @@ export function readChatLimitSettings(e: Parsed<typeof chatLimitVariables>): Cha
       readMarksPerMinute: e.CHAT_READ_MARKS_PER_MINUTE,
       ratingsPerHour: e.CHAT_RATINGS_PER_HOUR,
       typingPerMinute: e.CHAT_TYPING_PER_MINUTE,
+      assignsPerMinute: e.CHAT_ASSIGNS_PER_MINUTE,
     },
   };
 }

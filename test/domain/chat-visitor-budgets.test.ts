@@ -14,7 +14,7 @@ import { answerOrRefusal, withChatLimits } from '../support/budgets.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
- * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts, ratings and typing notices are
+ * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts, ratings, typing notices and assign calls are
  * counted per visitor before any statement, refused RATE_LIMITED with the wait (REST 1429 with
  * `Retry-After`, GraphQL `RATE_LIMITED`), and another visitor is not held back.
  */
@@ -148,13 +148,31 @@ describe('a visitor’s typing notices have CHAT_TYPING_PER_MINUTE', () => {
   });
 });
 
-it('the defaults are documented values: 600 reads, 300 read receipts and 600 typing notices per visitor and minute, 6,000 reads per merchant and minute, 10 ratings per hour', () => {
+describe('a visitor’s assign calls have CHAT_ASSIGNS_PER_MINUTE', () => {
+  it('repeats on the open conversation count too; past it refused before the conversation is read; another visitor is not', async () => {
+    const m = await f.merchant();
+    await f.online(await f.agent(m));
+    const [a, b] = [await f.visitor(m), await f.visitor(m)];
+    const budget = limited({ assignsPerMinute: 2 });
+    const opened = await assignAgent(budget, a);
+    // The repeat is idempotent (the same conversation), after reading it: it counted.
+    expect((await assignAgent(budget, a)).conversationId).toBe(opened.conversationId);
+    const refused = await counted(() => assignAgent(budget, a));
+    expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+    expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(0);
+    expect(refused.statements).toBe(0);
+    expect(await answer(assignAgent(budget, b))).toBe('answered');
+  });
+});
+
+it('the defaults are documented values: 600 reads, 300 read receipts, 600 typing notices and 120 assign calls per visitor and minute, 6,000 reads per merchant and minute, 10 ratings per hour', () => {
   expect(loadConfig({ NODE_ENV: 'test' }).chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
     merchantVisitorReadsPerMinute: 6000,
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
     typingPerMinute: 600,
+    assignsPerMinute: 120,
   });
   expect(deps.config.chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
@@ -162,5 +180,6 @@ it('the defaults are documented values: 600 reads, 300 read receipts and 600 typ
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
     typingPerMinute: 600,
+    assignsPerMinute: 120,
   });
 });

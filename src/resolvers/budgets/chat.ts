@@ -239,3 +239,14 @@ export async function chargeRating(deps: Deps, viewer: VisitorViewer): Promise<v
 export async function chargeTyping(deps: Deps, viewer: VisitorViewer): Promise<void> {
   await charge(deps, 'chat-typing', deps.config.chatLimits.typingPerMinute, 60, viewer.visitorId, 'typing notices');
 }
+
+/**
+ * Counts a visitor's assign (`/visitor/chat/assign`, `assign`): a repeat while its conversation is
+ * open changes nothing but still reads it (a few statements), so each call is counted before that
+ * read, per visitor per minute (the widget assigns once per conversation it starts); a new
+ * conversation is counted by chargeConversationOpened besides. A first message that opens one
+ * (send.ts) is counted as a message, not as an assign.
+ */
+export async function chargeAssign(deps: Deps, viewer: VisitorViewer): Promise<void> {
+  await charge(deps, 'chat-assigns', deps.config.chatLimits.assignsPerMinute, 60, viewer.visitorId, 'assign calls');
+}

@@ -6,7 +6,7 @@ import { DomainError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { leaveMessage, type MessageLeftNotice, nobodyToAnswer, noticeOf } from '../availability/messages-left.js';
 import { routingNeedsOf } from '../availability/routing/rules.js';
-import { chargeConversationOpened } from '../budgets/chat.js';
+import { chargeAssign, chargeConversationOpened } from '../budgets/chat.js';
 import { type ConversationContext, openConversation } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
 import { globalChannel } from '../events.js';
@@ -50,6 +50,17 @@ export type AssignInput = z.input<typeof assignInput>;
  */
 export async function assignAgent(deps: Deps, viewer: VisitorViewer, given: AssignInput = {}): Promise<AssignResult> {
   const input = parseInput(assignInput, given);
+  // Counted before the open conversation is read: a repeat is idempotent, not free (budgets/chat.ts).
+  await chargeAssign(deps, viewer);
+  return assignCharged(deps, viewer, input);
+}
+
+/** As assignAgent, for a caller that charged its own budget (a visitor's first message, send.ts). */
+export async function assignCharged(
+  deps: Deps,
+  viewer: VisitorViewer,
+  input: z.output<typeof assignInput> = {},
+): Promise<AssignResult> {
   const existing = await openConversation(deps.db, viewer.merchantId, viewer.visitorId);
   if (existing) return assignResult(deps, existing.conversation.id);
   await chargeConversationOpened(deps, viewer);

@@ -15,7 +15,7 @@ import {
   requireMerchantVisitor,
   toMessageView,
 } from '../chat-rows.js';
-import { assignAgent } from '../conversations/routing.js';
+import { assignCharged } from '../conversations/routing.js';
 import type { ConversationState } from '../conversations/view.js';
 import type { AttachmentView, MessageView } from '../event-catalog.js';
 import { parseInput, required, text } from '../inputs.js';
@@ -192,7 +192,7 @@ async function storeSend(
       return storedOnFailure(error);
     const meanwhile = await storedSend(deps, viewer.merchantId, visitorId, who, input.clientMsgId);
     if (meanwhile) return meanwhile;
-    await assignAgent(deps, viewer);
+    await assignCharged(deps, viewer);
     const second = await store().catch(storedOnFailure);
     if (!('view' in second)) return second;
     result = second;
