@@ -72,8 +72,26 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   // Webhook deliveries (docs/integration.md): every instance sends its share of the due ones.
   const webhooks = createWebhookDispatcher(deps);
   const { storage } = deps;
-  let attachmentCleanup: { stop(): Promise<void> } | undefined;
 
+  const http = expressApp(deps, config, log, { sessions, yoga, directGraphQL });
+  const server = frontServer(config, http);
+  const { subscriptions, pusher, fanout } = realtimeTransports(deps, server, yoga, sessions);
+  // Business hours' open/close events at each boundary, to the visitors subscribed here too.
+  const hours = createHoursScheduler(deps, { localVisitorChannels: () => fanout.visitorChannels() });
+  const services = { chat, hours, webhooks, subscriptions, pusher, storage };
+  return { server, deps, sessions, ...lifecycle(config, deps, log, server, services) };
+}
+
+type Yoga = ReturnType<typeof createGraphQLServer>;
+type DirectGraphQL = ReturnType<typeof createDirectGraphQL>;
+
+/** The express application: every request's layers, GraphQL, the route table, the pages and the fallbacks. */
+function expressApp(
+  deps: Deps,
+  config: Config,
+  log: Logger,
+  { sessions, yoga, directGraphQL }: { sessions: SessionLayer; yoga: Yoga; directGraphQL: DirectGraphQL },
+) {
   const app = express();
   app.disable('x-powered-by');
   // JSON answers are per-caller and never cached: hashing every body for an ETag is wasted work.
@@ -117,7 +135,11 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   const fail = (error: unknown, _req: Request, res: Response) => sendError(res, bodyError(error), log);
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => fail(error, req, res));
+  return { app, globalLayers, graphqlLayers, fail };
+}
 
+/** The HTTP server, its connection limits, and the front door before express. */
+function frontServer(config: Config, { app, globalLayers, graphqlLayers, fail }: ReturnType<typeof expressApp>) {
   // The liveness probe and the common GraphQL request run the same layers before express
   // (src/http/front.ts): what express itself adds to them is most of their cost.
   const healthy = JSON.stringify(HEALTHY);
@@ -139,14 +161,17 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   });
   const server = createServer(serverOptions(config.hardening), front);
   limitServer(server, config.hardening, { trustProxy: config.trustProxy });
+  return server;
+}
+
+/** graphql-ws and the Pusher protocol on the server's port, over one connection core and one fan-out. */
+function realtimeTransports(deps: Deps, server: Server, yoga: Yoga, sessions: SessionLayer) {
   // One connection core (identity, caps, re-checks) under every real-time transport.
   const connections = createConnectionCore(deps, sessions);
   // One delivery path of channel events under both: one bus subscription per channel and instance.
   const fanout = createFanout(deps);
   const subscriptions = createSubscriptionServer(deps, yoga, sessions, connections, fanout);
   const pusher = createPusherServer(deps, sessions, connections, fanout);
-  // Business hours' open/close events at each boundary, to the visitors subscribed here too.
-  const hours = createHoursScheduler(deps, { localVisitorChannels: () => fanout.visitorChannels() });
   countSockets(subscriptions.wss, deps.metrics);
   countSockets(pusher.wss, deps.metrics);
   server.on('upgrade', (req, socket, head) => {
@@ -159,12 +184,28 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
     }
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
   });
+  return { subscriptions, pusher, fanout };
+}
 
+/** The app's start (migrate, seed, listen, then the background work) and its graceful stop. */
+function lifecycle(
+  config: Config,
+  deps: Deps & { close(): Promise<void> },
+  log: Logger,
+  server: Server,
+  services: {
+    chat: ReturnType<typeof createChatService>;
+    hours: ReturnType<typeof createHoursScheduler>;
+    webhooks: ReturnType<typeof createWebhookDispatcher>;
+    subscriptions: ReturnType<typeof createSubscriptionServer>;
+    pusher: ReturnType<typeof createPusherServer>;
+    storage: Deps['storage'];
+  },
+): Pick<App, 'start' | 'stop'> {
+  const { chat, hours, webhooks, subscriptions, pusher, storage } = services;
+  let attachmentCleanup: { stop(): Promise<void> } | undefined;
   let stopping: Promise<void> | undefined;
   return {
-    server,
-    deps,
-    sessions,
     async start() {
       await deps.database.migrate();
       if (config.demoSeed) await loadDemoDataIfEmpty(deps);
