@@ -53,7 +53,22 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  // Declared in this order, and so exposed in it.
+  return {
+    enabled: true,
+    contentType: registry.contentType,
+    ...requestMetrics(registers),
+    ...realtimeMetrics(registers),
+    ...authMetrics(registers),
+    ...backendUpMetric(registers),
+    render: () => registry.metrics(),
+  };
+}
 
+type Registers = Registry[];
+
+/** HTTP requests and GraphQL operations. */
+function requestMetrics(registers: Registers): Pick<Metrics, 'httpRequest' | 'graphqlOperation' | 'graphqlError'> {
   const http = new Histogram({
     name: 'parley_http_request_duration_seconds',
     help: 'HTTP request latency by method, route pattern and status code.',
@@ -73,6 +88,28 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     labelNames: ['operation_type', 'field', 'code'] as const,
     registers,
   });
+  return {
+    httpRequest: (method, route, status, seconds) =>
+      http.observe({ method, route, status_code: String(status) }, seconds),
+    graphqlOperation: (type, field) => operations.inc({ operation_type: type, field }),
+    graphqlError: (type, field, code) => graphqlErrors.inc({ operation_type: type, field, code }),
+  };
+}
+
+/** Sockets, subscriptions and channel events. */
+function realtimeMetrics(
+  registers: Registers,
+): Pick<
+  Metrics,
+  | 'socketOpened'
+  | 'socketClosed'
+  | 'subscriptionStarted'
+  | 'subscriptionEnded'
+  | 'eventPublished'
+  | 'eventDelivered'
+  | 'eventDropped'
+  | 'historyRead'
+> {
   const sockets = new Gauge({
     name: 'parley_websocket_connections',
     help: 'Open WebSocket (graphql-ws) connections.',
@@ -104,6 +141,20 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     help: "Reads of a channel's kept history (resumes with since) that reached the store; concurrent identical reads share one.",
     registers,
   });
+  return {
+    socketOpened: () => sockets.inc(),
+    socketClosed: () => sockets.dec(),
+    subscriptionStarted: () => subscriptions.inc(),
+    subscriptionEnded: () => subscriptions.dec(),
+    eventPublished: () => published.inc(),
+    eventDelivered: (count = 1) => delivered.inc(count),
+    eventDropped: (reason) => dropped.inc({ reason }),
+    historyRead: () => historyReads.inc(),
+  };
+}
+
+/** Agent logins, captchas and SMS codes. */
+function authMetrics(registers: Registers): Pick<Metrics, 'loginFailed' | 'loginLocked' | 'captchaIssued' | 'smsSent'> {
   const loginFailures = new Counter({
     name: 'parley_login_failures_total',
     help: 'Failed agent logins, by reason.',
@@ -129,6 +180,19 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
     registers,
   });
 
+  return {
+    loginFailed: (reason) => loginFailures.inc({ reason }),
+    loginLocked: (scope) => {
+      loginLocks.inc({ scope });
+      loginFailures.inc({ reason: 'locked' });
+    },
+    captchaIssued: (purpose) => captchas.inc({ purpose }),
+    smsSent: (outcome) => sms.inc({ outcome }),
+  };
+}
+
+/** `parley_backend_up{backend}`: the registered probes, run at every scrape. */
+function backendUpMetric(registers: Registers): Pick<Metrics, 'addHealthProbe'> {
   const probes = new Map<Backend, () => Promise<unknown>>();
   new Gauge({
     name: 'parley_backend_up',
@@ -147,33 +211,10 @@ export function createMetrics(opts: { enabled: boolean }): Metrics {
       );
     },
   });
-
   return {
-    enabled: true,
-    contentType: registry.contentType,
-    httpRequest: (method, route, status, seconds) =>
-      http.observe({ method, route, status_code: String(status) }, seconds),
-    graphqlOperation: (type, field) => operations.inc({ operation_type: type, field }),
-    graphqlError: (type, field, code) => graphqlErrors.inc({ operation_type: type, field, code }),
-    socketOpened: () => sockets.inc(),
-    socketClosed: () => sockets.dec(),
-    subscriptionStarted: () => subscriptions.inc(),
-    subscriptionEnded: () => subscriptions.dec(),
-    eventPublished: () => published.inc(),
-    eventDelivered: (count = 1) => delivered.inc(count),
-    eventDropped: (reason) => dropped.inc({ reason }),
-    historyRead: () => historyReads.inc(),
-    loginFailed: (reason) => loginFailures.inc({ reason }),
-    loginLocked: (scope) => {
-      loginLocks.inc({ scope });
-      loginFailures.inc({ reason: 'locked' });
-    },
-    captchaIssued: (purpose) => captchas.inc({ purpose }),
-    smsSent: (outcome) => sms.inc({ outcome }),
     addHealthProbe: (backend, probe) => {
       probes.set(backend, probe);
     },
-    render: () => registry.metrics(),
   };
 }
 
