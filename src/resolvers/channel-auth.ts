@@ -143,6 +143,25 @@ export async function visitorOfChannelCapability(
   return row ? { kind: 'visitor', ...row } : undefined;
 }
 
+/**
+ * As visitorOfChannelCapability, for a subscription a client asks for by name: a socket needs no
+ * token for it, so one could ask for made-up channels one after another, a statement each; the
+ * lookups are counted per client address first (PUSHER_CHANNEL_LOOKUPS_PER_MINUTE, RATE_LIMITED
+ * past it). The connection's own re-checks of a channel it holds are not counted.
+ */
+export async function visitorOfRequestedChannel(
+  deps: Deps,
+  merchantId: string,
+  channel: string,
+  address: string,
+): Promise<VisitorViewer | undefined> {
+  const perMinute = deps.config.hardening.pusherChannelLookupsPerMinute;
+  await deps
+    .rateLimiter({ name: 'pusher-channel-lookups', points: perMinute, durationSeconds: 60 })
+    .consume(address, (wait) => `Too many visitor channels asked for: retry in ${wait} s`);
+  return visitorOfChannelCapability(deps, merchantId, channel);
+}
+
 /** The same identity as the one a connection already has (a socket never mixes identities). */
 export function sameIdentity(a: ChannelGrant, b: ChannelGrant): boolean {
   if (a.kind === 'agent' && b.kind === 'agent') return a.sessionId === b.sessionId;

@@ -9,6 +9,7 @@ import {
   sameIdentity,
   verifyPrivateSubscription,
   visitorOfChannelCapability,
+  visitorOfRequestedChannel,
 } from '../resolvers/channel-auth.js';
 import { authorizeChannel, type ChannelViewer } from '../resolvers/channels.js';
 import { type ChannelEvent, HISTORY_GAP, SUBSCRIBED } from '../stores/bus.js';
@@ -298,7 +299,7 @@ export class PusherConnection {
       }
     }
     const visitor = channel.startsWith('visitor-')
-      ? await visitorOfChannelCapability(deps, app.id, channel)
+      ? await visitorOfRequestedChannel(deps, app.id, channel, connection.address)
       : undefined;
     if (!visitor) throw new DomainError('FORBIDDEN', `Not allowed to subscribe to channel ${JSON.stringify(channel)}`);
     connection.holdCapability(visitor);
