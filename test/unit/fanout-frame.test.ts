@@ -2,9 +2,9 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
-import { frameWriter, textFrame } from '../../src/subscriptions/fanout.js';
+import { frameWriter, textFrame } from '../../src/subscriptions/fanout/frames.js';
 
-describe('pre-built text frames (src/subscriptions/fanout.ts textFrame)', () => {
+describe('pre-built text frames (src/subscriptions/fanout/frames.ts textFrame)', () => {
   it('a ws client reads each as the text message it encodes, at every length encoding (7-bit, 16-bit, 64-bit)', async () => {
     const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
     try {
