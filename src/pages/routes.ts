@@ -32,12 +32,34 @@ const GRAPHQL_WS_FILE = /^\/(client|common-[A-Za-z0-9_-]+)\.js$/;
 export function pageRoutes(deps: Deps): Router {
   const router = Router();
   const views = loadViews();
-  const page = (res: Response, name: keyof typeof views, vars: Record<string, string> = {}) => {
+  const page: RenderPage = (res, name, vars = {}) => {
     res.set({ 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store' });
     // The pages install their window.__parley test hooks only when this says `on`: never in production.
     res.send(render(views[name], { testHooks: deps.config.env === 'production' ? 'off' : 'on', ...vars }));
   };
 
+  mountAssets(router);
+  mountAgentPages(router, deps, page);
+
+  // The visitor demo: a host page embedding the widget as a merchant's site would (appkey from the query).
+  router.get('/visitor/', (req, res) => {
+    const appkey = new URL(req.url, 'http://x').searchParams.get('appkey')?.trim().slice(0, 128) ?? '';
+    page(res, 'visitor', { appkey });
+  });
+  mountWidget(router, ASSETS_DIR, (res) => page(res, 'widgetFrame'));
+
+  // Unknown JSON under /agent/*: not logged in → -1 (spec), logged in → 404.
+  router.use('/agent', (req, res) => {
+    sendError(res, req.session?.agent ? new DomainError('NOT_FOUND', 'Not found') : notLoggedIn(), deps.log);
+  });
+  return router;
+}
+
+/** Answers with one of the views, its variables filled in. */
+type RenderPage = (res: Response, name: keyof ReturnType<typeof loadViews>, vars?: Record<string, string>) => void;
+
+/** The pages' scripts and styles, the Parley client and its graphql-ws build, the client package. */
+function mountAssets(router: Router) {
   // The Parley real-time client (client/index.js, beside src/ and dist/ alike) for the pages, its
   // graphql-ws import pointed at the browser build served below.
   const parleyClient = readFileSync(join(here, '../../client/index.js'), 'utf8').replace(
@@ -81,7 +103,10 @@ export function pageRoutes(deps: Deps): Router {
     },
     express.static(ASSETS_DIR, revalidate),
   );
+}
 
+/** The agent's pages: each sends an agent to the entry its Session and level allow. */
+function mountAgentPages(router: Router, deps: Deps, page: RenderPage) {
   // The agent of this request's Session, or undefined when there is none (or it is no longer valid).
   const agentOf = async (req: Request): Promise<AgentViewer | undefined> => {
     if (!req.session?.agent) return undefined;
@@ -135,19 +160,6 @@ export function pageRoutes(deps: Deps): Router {
     const merchant = (await merchantConfig(deps, viewer.merchantId))?.merchant;
     page(res, 'admin', { appname: merchant?.appname ?? '', bid: viewer.bid });
   });
-
-  // The visitor demo: a host page embedding the widget as a merchant's site would (appkey from the query).
-  router.get('/visitor/', (req, res) => {
-    const appkey = new URL(req.url, 'http://x').searchParams.get('appkey')?.trim().slice(0, 128) ?? '';
-    page(res, 'visitor', { appkey });
-  });
-  mountWidget(router, ASSETS_DIR, (res) => page(res, 'widgetFrame'));
-
-  // Unknown JSON under /agent/*: not logged in → -1 (spec), logged in → 404.
-  router.use('/agent', (req, res) => {
-    sendError(res, req.session?.agent ? new DomainError('NOT_FOUND', 'Not found') : notLoggedIn(), deps.log);
-  });
-  return router;
 }
 
 function loadViews() {
