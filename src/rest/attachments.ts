@@ -251,74 +251,8 @@ async function streamUpload(
       declaredKind: kindOf(queryOf(req).get('kind')),
       contentLength,
     });
-    const result = await new Promise<AttachmentView>((resolve, reject) => {
-      let parser: busboy.Busboy;
-      try {
-        parser = busboy({
-          headers: req.headers,
-          defParamCharset: 'utf8',
-          limits: { files: 1, fields: 4, fieldSize: 256, parts: 6, headerPairs: 20 },
-        });
-      } catch {
-        reject(badInput('Malformed multipart body'));
-        return;
-      }
-      let started = false;
-      let fileStream: Readable | undefined;
-      const cancel = new AbortController();
-      /** A refusal of the adapter's own (the body, the form): the domain's work on the file stops with it. */
-      const fail = (error: unknown) => {
-        const reason = error instanceof Error ? error : new Error(String(error));
-        // A file still arriving fails with the reason (seen by the domain's pipeline, perhaps not
-        // attached yet: hence the listener); after it, the signal stops the domain's work.
-        fileStream?.on('error', () => {}).destroy(reason);
-        cancel.abort(reason);
-        reject(error);
-      };
-      // 'close' also comes after a body read to its end: only an incomplete one is an abort.
-      const abort = () => {
-        if (req.complete) return;
-        fail(new Error('client aborted the upload'));
-      };
-      req.once('close', abort);
-      parser.on('field', (name, value) => {
-        try {
-          const kind = name === 'kind' ? kindOf(value) : undefined;
-          if (kind && started) throw badInput('Give kind before the file (or as a query parameter)');
-          if (kind) declareKind(policy, kind, contentLength);
-        } catch (error) {
-          fail(error);
-        }
-      });
-      parser.on('file', (name, stream, info) => {
-        if (name !== 'file') {
-          stream.resume();
-          reject(badInput('The file must be in field "file"'));
-          return;
-        }
-        started = true;
-        fileStream = stream;
-        receiving = receiveUpload(deps, storage, uploader, policy, {
-          stream,
-          name: info.filename,
-          signal: cancel.signal,
-        }).then(
-          (view) => {
-            req.off('close', abort);
-            resolve(view);
-            return view;
-          },
-          (error: unknown) => {
-            reject(error);
-            return undefined;
-          },
-        );
-      });
-      parser.on('close', () => {
-        if (!started) reject(badInput('Field "file" is required'));
-      });
-      parser.on('error', () => fail(badInput('Malformed multipart body')));
-      req.pipe(parser);
+    const result = await parseUpload(deps, storage, req, { uploader, policy, contentLength }, (work) => {
+      receiving = work;
     });
     answered = true;
     sendOk(res, toAttachmentWire(result));
@@ -331,6 +265,98 @@ async function streamUpload(
     if (req.socket.destroyed) return;
     refuse(error);
   }
+}
+
+/** What is settled before the body is read: who uploads, under which limits. */
+type UploadStart = {
+  uploader: Uploader;
+  policy: Awaited<ReturnType<typeof prepareUpload>>;
+  contentLength: number | undefined;
+};
+
+/**
+ * Streams the multipart body's one file into the domain and resolves with the stored attachment.
+ * `track` is given the domain's work on the file as soon as it starts, so a refusal can wait for
+ * its clean-up. A malformed form, a misplaced field or a client that goes away rejects, and stops
+ * the domain's work with it.
+ */
+function parseUpload(
+  deps: Deps,
+  storage: ObjectStorage,
+  req: Request,
+  { uploader, policy, contentLength }: UploadStart,
+  track: (receiving: Promise<AttachmentView | undefined>) => void,
+): Promise<AttachmentView> {
+  return new Promise<AttachmentView>((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({
+        headers: req.headers,
+        defParamCharset: 'utf8',
+        limits: { files: 1, fields: 4, fieldSize: 256, parts: 6, headerPairs: 20 },
+      });
+    } catch {
+      reject(badInput('Malformed multipart body'));
+      return;
+    }
+    let started = false;
+    let fileStream: Readable | undefined;
+    const cancel = new AbortController();
+    /** A refusal of the adapter's own (the body, the form): the domain's work on the file stops with it. */
+    const fail = (error: unknown) => {
+      const reason = error instanceof Error ? error : new Error(String(error));
+      // A file still arriving fails with the reason (seen by the domain's pipeline, perhaps not
+      // attached yet: hence the listener); after it, the signal stops the domain's work.
+      fileStream?.on('error', () => {}).destroy(reason);
+      cancel.abort(reason);
+      reject(error);
+    };
+    // 'close' also comes after a body read to its end: only an incomplete one is an abort.
+    const abort = () => {
+      if (req.complete) return;
+      fail(new Error('client aborted the upload'));
+    };
+    req.once('close', abort);
+    parser.on('field', (name, value) => {
+      try {
+        const kind = name === 'kind' ? kindOf(value) : undefined;
+        if (kind && started) throw badInput('Give kind before the file (or as a query parameter)');
+        if (kind) declareKind(policy, kind, contentLength);
+      } catch (error) {
+        fail(error);
+      }
+    });
+    parser.on('file', (name, stream, info) => {
+      if (name !== 'file') {
+        stream.resume();
+        reject(badInput('The file must be in field "file"'));
+        return;
+      }
+      started = true;
+      fileStream = stream;
+      const receiving = receiveUpload(deps, storage, uploader, policy, {
+        stream,
+        name: info.filename,
+        signal: cancel.signal,
+      }).then(
+        (view) => {
+          req.off('close', abort);
+          resolve(view);
+          return view;
+        },
+        (error: unknown) => {
+          reject(error);
+          return undefined;
+        },
+      );
+      track(receiving);
+    });
+    parser.on('close', () => {
+      if (!started) reject(badInput('Field "file" is required'));
+    });
+    parser.on('error', () => fail(badInput('Malformed multipart body')));
+    req.pipe(parser);
+  });
 }
 
 /**
