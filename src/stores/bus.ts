@@ -1,4 +1,6 @@
 import { DomainError } from '../errors.js';
+import { type Hubs, joinHub, type Listener, leaveHub, localHubs } from './bus-hubs.js';
+import { keptPage, type Page } from './bus-replays.js';
 import { compareIds, type EventId } from './event-id.js';
 
 export interface ChannelEvent {
@@ -47,6 +49,13 @@ export class PublicationTooLate extends Error {
   }
 }
 
+export interface SubscribeOptions {
+  since?: EventId;
+  signal?: AbortSignal;
+  maxQueued?: number;
+  replayOnly?: boolean;
+}
+
 export interface EventBus {
   /**
    * Appends an event to the channel's history and delivers it live. `ephemeral`: delivered live
@@ -69,10 +78,7 @@ export interface EventBus {
    * consumer lets more than `maxQueued` live events pile up. With `replayOnly`, ends after the
    * kept events (or the `subscribed` event) without listening: the caller listens on its own.
    */
-  subscribe(
-    channel: string,
-    opts?: { since?: EventId; signal?: AbortSignal; maxQueued?: number; replayOnly?: boolean },
-  ): AsyncGenerator<ChannelEvent>;
+  subscribe(channel: string, opts?: SubscribeOptions): AsyncGenerator<ChannelEvent>;
   close(): Promise<void>;
 }
 
@@ -110,8 +116,6 @@ export interface LocalHubs {
  */
 export const isLost = (since: EventId, floor: EventId | null | undefined) => !floor || compareIds(since, floor) < 0;
 
-type Listener = (event: ChannelEvent) => void;
-
 /** What both stores take besides their own settings. */
 export interface BusOptions {
   maxQueued?: number;
@@ -119,137 +123,34 @@ export interface BusOptions {
   onHistoryRead?: () => void;
 }
 
-/** How long a read of a channel's history serves later resumes (the span of a reconnect storm). */
-const KEEP_REPLAY_MS = 30_000;
-/** Reads kept per channel: one per position its subscribers resume from, newest kept. */
-const MAX_KEPT_REPLAYS = 4;
-
-/**
- * A read of a channel's history after `after`, begun while the channel's hub listened, kept for
- * the resumes that follow it. It is the store's answer for as long as no event has reached the
- * hub since the read began: an event the read did not see was appended after it, so it reaches
- * the hub later (pub/sub, or the catch-up after a Redis reconnect) — the first one drops every
- * kept read. A subscriber that takes a kept read already listens on the hub, so what reaches the
- * hub from then on reaches it too: the kept events and its live ones leave no gap between them.
- */
-interface KeptReplay {
-  after: EventId;
-  page: Promise<{ events: ChannelEvent[]; lost: boolean; complete: boolean }>;
-  until: number;
-}
-
-interface Hub {
-  listeners: Set<Listener>;
-  lastId?: EventId;
-  ready: Promise<void>;
-  /** Set once `ready` resolved: live events reach the hub from then on. */
-  listening: boolean;
-  replays: KeptReplay[];
-}
-
 /**
  * The bus over a store's history backend: the subscribe algorithm both stores share (resume
  * after `since` in pages, then live events without duplicates; one backend listener a channel
- * and instance; slow consumers ended). The stores: bus-memory.ts and bus-redis.ts.
+ * and instance, bus-hubs.ts; a read of the history shared by a reconnect storm, bus-replays.ts;
+ * slow consumers ended). The stores: bus-memory.ts and bus-redis.ts.
  */
 export function createBus(
   makeBackend: (hubs: LocalHubs) => HistoryBackend,
   defaults: { maxQueued: number; onHistoryRead?: () => void },
 ): EventBus {
-  // One hub a channel with local listeners; `lastId` drops duplicates (replays after reconnects).
-  const hubs = new Map<string, Hub>();
-  const deliver = (event: ChannelEvent) => {
-    const hub = hubs.get(event.channel);
-    if (!hub) return;
-    // Any event reaching the channel may be one a kept read did not see: later resumes read anew.
-    if (hub.replays.length > 0) hub.replays = [];
-    if (hub.lastId && compareIds(event.id, hub.lastId) <= 0) return;
-    hub.lastId = event.id;
-    for (const listener of hub.listeners) listener(event);
-  };
-  const backend = makeBackend({
-    deliver,
-    *cursors() {
-      for (const [channel, hub] of hubs) yield [channel, hub.lastId];
-    },
-  });
-
-  /**
-   * A page of a channel's history, read from the store or taken from a read kept on its hub.
-   * `complete`: no kept event after the last one (the subscriber's replay is over).
-   */
-  type Page = { events: ChannelEvent[]; lost: boolean; complete: boolean };
+  const hubs: Hubs = new Map();
+  const backend = makeBackend(localHubs(hubs));
   const read = (channel: string, after: EventId): Promise<Page> => {
     defaults.onHistoryRead?.();
     return backend
       .page(channel, after, REPLAY_PAGE)
       .then(({ events, lost }) => ({ events, lost, complete: events.length < REPLAY_PAGE }));
   };
-
-  /**
-   * The page after `after` for a subscriber that already listens on this instance (its own hub
-   * listener, or the fan-out's). In a reconnect storm every tab of a conversation resumes from
-   * the same position, or from one a little later, within a few seconds: they share one read
-   * of the store, kept on the channel's hub (see KeptReplay for why that answer stays exact).
-   */
-  function page(channel: string, after: EventId): Promise<Page> {
-    const hub = hubs.get(channel);
-    if (!hub?.listening) return read(channel, after); // nothing would tell us the store moved on
-    const now = Date.now();
-    hub.replays = hub.replays.filter((kept) => kept.until > now);
-    const same = hub.replays.find((kept) => kept.after === after);
-    if (same) return same.page;
-    const earlier = hub.replays.find((kept) => compareIds(kept.after, after) < 0);
-    if (earlier) {
-      // Holds for a later position too, when it saw every kept event and none was dropped: the
-      // store would answer the events after `after` among them, and no gap (its floor ≤ kept.after).
-      return earlier.page.then((kept) =>
-        kept.complete && !kept.lost
-          ? { events: kept.events.filter((event) => compareIds(event.id, after) > 0), lost: false, complete: true }
-          : read(channel, after),
-      );
-    }
-    const replay: KeptReplay = { after, page: read(channel, after), until: now + KEEP_REPLAY_MS };
-    replay.page.catch(() => {
-      hub.replays = hub.replays.filter((kept) => kept !== replay);
-    });
-    hub.replays.push(replay);
-    if (hub.replays.length > MAX_KEPT_REPLAYS) hub.replays.shift();
-    return replay.page;
-  }
-
-  async function join(channel: string, listener: Listener) {
-    let hub = hubs.get(channel);
-    if (!hub) {
-      const created: Hub = { listeners: new Set(), ready: backend.listen(channel), listening: false, replays: [] };
-      hub = created;
-      hubs.set(channel, created);
-      created.ready.then(
-        () => {
-          created.listening = true;
-        },
-        () => {
-          if (hubs.get(channel) === created) hubs.delete(channel);
-        },
-      );
-    }
-    hub.listeners.add(listener);
-    try {
-      await hub.ready;
-    } catch (error) {
-      hub.listeners.delete(listener);
-      throw error;
-    }
-  }
-
-  function leave(channel: string, listener: Listener) {
-    const hub = hubs.get(channel);
-    if (!hub?.listeners.delete(listener)) return;
-    if (hub.listeners.size === 0) {
-      hubs.delete(channel);
-      backend.unlisten(channel).catch(() => {});
-    }
-  }
+  const history: History = {
+    backend,
+    page(channel, after) {
+      const hub = hubs.get(channel);
+      // A hub not yet listening would not tell a kept read that the store moved on.
+      return hub?.listening ? keptPage(hub, after, (from) => read(channel, from)) : read(channel, after);
+    },
+    join: (channel, listener) => joinHub(hubs, backend, channel, listener),
+    leave: (channel, listener) => leaveHub(hubs, backend, channel, listener),
+  };
 
   return {
     publish: (channel, event, data, opts) => {
@@ -257,66 +158,101 @@ export function createBus(
         return Promise.reject(new PublicationTooLate(channel));
       return backend.append(channel, event, data, new Date().toISOString(), opts?.ephemeral === true);
     },
-
-    async *subscribe(channel, { since, signal, maxQueued = defaults.maxQueued, replayOnly = false } = {}) {
-      // Live events wait here until the consumer pulls them; past `maxQueued` the queue is
-      // dropped and the subscription ends, so a stalled consumer costs bounded memory.
-      let queue: ChannelEvent[] = [];
-      let overflowed = false;
-      let wake: (() => void) | undefined;
-      const listener: Listener = (event) => {
-        if (overflowed) return;
-        if (queue.length >= maxQueued) {
-          overflowed = true;
-          queue = [];
-        } else {
-          queue.push(event);
-        }
-        wake?.();
-      };
-      const onAbort = () => wake?.();
-      signal?.addEventListener('abort', onAbort);
-      // Listen before reading history, so nothing published in between is missed.
-      if (!replayOnly) await join(channel, listener);
-      try {
-        let cursor = since;
-        if (!cursor) {
-          cursor = await backend.cursor(channel);
-          yield { id: cursor, channel, event: SUBSCRIBED, data: {}, at: new Date().toISOString() };
-        } else {
-          // Replay page by page; each page says whether events after the cursor were dropped.
-          while (!signal?.aborted) {
-            const { events, lost, complete } = await page(channel, cursor);
-            if (lost) {
-              yield { id: cursor, channel, event: HISTORY_GAP, data: { since: cursor }, at: new Date().toISOString() };
-            }
-            for (const event of events) {
-              yield event;
-              cursor = event.id;
-            }
-            if (complete) break;
-          }
-        }
-        while (!signal?.aborted && !replayOnly) {
-          if (overflowed) throw new SlowConsumerError(channel);
-          const event = queue.shift();
-          if (!event) {
-            await new Promise<void>((resolve) => {
-              wake = resolve;
-            });
-            wake = undefined;
-            continue;
-          }
-          if (cursor && compareIds(event.id, cursor) <= 0) continue;
-          cursor = event.id;
-          yield event;
-        }
-      } finally {
-        signal?.removeEventListener('abort', onAbort);
-        leave(channel, listener);
-      }
-    },
-
+    subscribe: (channel, opts = {}) => subscribe(history, channel, opts, defaults.maxQueued),
     close: () => backend.close(),
+  };
+}
+
+/** What the subscribe algorithm uses of its bus: the store, its pages of history, the channel's local hub. */
+interface History {
+  readonly backend: HistoryBackend;
+  page(channel: string, after: EventId): Promise<Page>;
+  join(channel: string, listener: Listener): Promise<void>;
+  leave(channel: string, listener: Listener): void;
+}
+
+/** `EventBus.subscribe`: listen, then the `subscribed` event or the replay after `since`, then live events. */
+async function* subscribe(
+  history: History,
+  channel: string,
+  opts: SubscribeOptions,
+  defaultMaxQueued: number,
+): AsyncGenerator<ChannelEvent> {
+  const { since, signal, maxQueued = defaultMaxQueued, replayOnly = false } = opts;
+  const live = liveQueue(maxQueued, signal);
+  // Listen before reading history, so nothing published in between is missed.
+  if (!replayOnly) await history.join(channel, live.listener);
+  try {
+    let cursor = since;
+    if (!cursor) {
+      cursor = await history.backend.cursor(channel);
+      yield { id: cursor, channel, event: SUBSCRIBED, data: {}, at: new Date().toISOString() };
+    } else {
+      // Replay page by page; each page says whether events after the cursor were dropped.
+      while (!signal?.aborted) {
+        const { events, lost, complete } = await history.page(channel, cursor);
+        if (lost) {
+          yield { id: cursor, channel, event: HISTORY_GAP, data: { since: cursor }, at: new Date().toISOString() };
+        }
+        for (const event of events) {
+          yield event;
+          cursor = event.id;
+        }
+        if (complete) break;
+      }
+    }
+    while (!signal?.aborted && !replayOnly) {
+      if (live.overflowed) throw new SlowConsumerError(channel);
+      const event = live.take();
+      if (!event) {
+        await live.arrival();
+        continue;
+      }
+      if (cursor && compareIds(event.id, cursor) <= 0) continue;
+      cursor = event.id;
+      yield event;
+    }
+  } finally {
+    live.dispose();
+    history.leave(channel, live.listener);
+  }
+}
+
+/**
+ * One subscriber's live events, waiting here until it pulls them; past `maxQueued` the queue is
+ * dropped and the subscription ends, so a stalled consumer costs bounded memory.
+ */
+function liveQueue(maxQueued: number, signal: AbortSignal | undefined) {
+  let queue: ChannelEvent[] = [];
+  let overflowed = false;
+  let wake: (() => void) | undefined;
+  const listener: Listener = (event) => {
+    if (overflowed) return;
+    if (queue.length >= maxQueued) {
+      overflowed = true;
+      queue = [];
+    } else {
+      queue.push(event);
+    }
+    wake?.();
+  };
+  const onAbort = () => wake?.();
+  signal?.addEventListener('abort', onAbort);
+  return {
+    listener,
+    /** True once the queue was dropped: the subscription must end. */
+    get overflowed() {
+      return overflowed;
+    },
+    take: () => queue.shift(),
+    /** Resolves when an event arrives, the queue overflows or `signal` aborts. */
+    arrival: () =>
+      new Promise<void>((resolve) => {
+        wake = () => {
+          wake = undefined;
+          resolve();
+        };
+      }),
+    dispose: () => signal?.removeEventListener('abort', onAbort),
   };
 }
