@@ -61,8 +61,9 @@ beforeAll(async () => {
     });
     expect(sent.body.code).toBe(0);
   }
-  const ok = async (path: string, form: Record<string, string>) => {
-    const r = await agent.json(path, { method: 'POST', form });
+  /** Posts as the agent (a form, or a JSON body: `{ json }`) and returns the answer's data, which must be a success. */
+  const ok = async (path: string, body: Record<string, string> | { json: unknown }) => {
+    const r = await agent.json(path, { method: 'POST', ...('json' in body ? body : { form: body }) });
     expect([path, r.body.code, r.body.msg]).toEqual([path, 0, expect.anything()]);
     return r.body.data;
   };
@@ -74,21 +75,18 @@ beforeAll(async () => {
   await ok('/agent/canned/create', { shortcut: 'thx', content: 'Thank you', scope: 'merchant' });
   const hook = await ok('/agent/webhook/create', { url: 'http://127.0.0.1:9/hook', events: 'message.created' });
   ids.webhook = hook.endpoint.id;
-  const okJson = async (path: string, json: unknown) => {
-    const r = await agent.json(path, { method: 'POST', json });
-    expect([path, r.body.code, r.body.msg]).toEqual([path, 0, expect.anything()]);
-    return r.body.data;
-  };
   // Values the workbench answers from the merchant's and the agent's settings, none a default.
-  await okJson('/agent/admin/settings/update', { max_concurrent_chats: 7, history_only_mine: true });
-  await okJson('/agent/admin/agent/update', { agent_id: ids.agent, capacity: 4 });
-  await okJson('/agent/admin/routing-rules', {
-    rules: [
-      { attribute: 'plan', equals: 'vip', priority: 10 },
-      { page_contains: '/checkout', skill: 'billing' },
-    ],
+  await ok('/agent/admin/settings/update', { json: { max_concurrent_chats: 7, history_only_mine: true } });
+  await ok('/agent/admin/agent/update', { json: { agent_id: ids.agent, capacity: 4 } });
+  await ok('/agent/admin/routing-rules', {
+    json: {
+      rules: [
+        { attribute: 'plan', equals: 'vip', priority: 10 },
+        { page_contains: '/checkout', skill: 'billing' },
+      ],
+    },
   });
-  await okJson('/agent/settings/contact-fields', { fields: ['email', 'name'] });
+  await ok('/agent/settings/contact-fields', { json: { fields: ['email', 'name'] } });
   // A third visitor, whom nobody claims: a message left, with a message and contact details.
   const left = await bearerOf();
   const wrote = await left.client.json('/visitor/message/send', {

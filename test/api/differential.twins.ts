@@ -49,17 +49,50 @@ export interface Twin {
   onlyGql?: Record<string, string>;
   /** For a list: how many items the answer must have (paging checked through both). */
   count?: number;
+  /** Why REST leaves out a field GraphQL answers as null: a null GraphQL leaf REST lacks then agrees. */
+  absentIsNull?: string;
   /**
    * Fields REST answers in other reads, merged into the REST side before the comparison (so a
    * GraphQL-only field is compared with the value REST holds for it, not listed as an exception).
    */
-  /** Why REST leaves out a field GraphQL answers as null: a null GraphQL leaf REST lacks then agrees. */
-  absentIsNull?: string;
   restAlso?: (read: (path: string, query?: Record<string, string>) => Promise<Json>) => Promise<Json>;
 }
 
 // Set up in beforeAll: ids the twins' requests name.
 export const ids = { visitor: '', other: '', label: '', webhook: '', agent: '' };
+
+// The conversation reads an agent makes (/agent/*) and an API key makes (/api/*, issue 30):
+// the same GraphQL fields and the same legacy shapes, so one twin each, named by its reader.
+
+/** The conversations carrying the label made in the setup (one). */
+const conversationsByLabel = (as: Twin['as'], rest: string): Twin => ({
+  as,
+  rest,
+  restQuery: { scope: 'all', label_id: ids.label },
+  gql: 'conversations',
+  gqlArgs: `scope: all, labelId: "${ids.label}"`,
+  count: 1,
+  restPick: restConnection,
+  onlyGql: CONVERSATION_PAGE_GQL_ONLY,
+});
+/** The main visitor's conversation. */
+const conversationOfVisitor = (as: Twin['as'], rest: string): Twin => ({
+  as,
+  rest,
+  restQuery: { visitor_id: ids.visitor },
+  gql: 'conversation',
+  gqlArgs: `visitorId: "${ids.visitor}"`,
+  onlyGql: CONVERSATION_GQL_ONLY,
+});
+/** The main visitor's messages, two a page. */
+const messagePage = (as: Twin['as'], rest: string): Twin => ({
+  as,
+  rest,
+  restQuery: { visitor_id: ids.visitor, limit: '2' },
+  gql: 'messages',
+  gqlArgs: `visitorId: "${ids.visitor}", first: 2`,
+  count: 2,
+});
 
 /** The twin table: one REST read ↔ one GraphQL query, per operation. */
 export const twins = (): Record<string, Twin> => ({
@@ -103,14 +136,19 @@ export const twins = (): Record<string, Twin> => ({
       chatting: [...d.chatting].sort((a, b) => a.key.localeCompare(b.key)),
     }),
     // The chat cap GraphQL answers is the agent's own capacity (set in the setup), else the
-    // merchant's; REST answers them in the admin reads. The workbench's agent has no `account`
-    // (GraphQL: null outside the admin operations; REST: the admin agents list has it).
+    // merchant's; REST answers them in the admin reads.
     restAlso: async (read) => {
       const [agents, settings] = await Promise.all([read('/agent/admin/agents'), read('/agent/admin/settings')]);
       const me = (agents as Json[]).find((a) => a.agent_id === ids.agent);
-      return { max_concurrent_chats: me.capacity ?? settings.max_concurrent_chats, agent: { account: null } };
+      return { max_concurrent_chats: me.capacity ?? settings.max_concurrent_chats };
     },
-    onlyGql: { 'agent.id': CACHE_ID },
+    onlyGql: {
+      'agent.id': CACHE_ID,
+      // By design (schema: `Agent.account`): the legacy workbench has no account, and GraphQL
+      // answers it null outside the admin operations (the admin agents twin compares it). Only
+      // the null leaf is excepted: an account answered here would add `agent.account.*` and fail.
+      'agent.account': 'null outside the admin operations; the legacy workbench agent has no account',
+    },
   },
   'agent chat list (paged)': {
     as: 'agent',
@@ -122,24 +160,8 @@ export const twins = (): Record<string, Twin> => ({
     restPick: restConnection,
     onlyGql: CONVERSATION_PAGE_GQL_ONLY,
   },
-  'agent chat list (label filter)': {
-    as: 'agent',
-    rest: '/agent/chat/list',
-    restQuery: { scope: 'all', label_id: ids.label },
-    gql: 'conversations',
-    gqlArgs: `scope: all, labelId: "${ids.label}"`,
-    count: 1,
-    restPick: restConnection,
-    onlyGql: CONVERSATION_PAGE_GQL_ONLY,
-  },
-  'agent message list (paged)': {
-    as: 'agent',
-    rest: '/agent/message/list',
-    restQuery: { visitor_id: ids.visitor, limit: '2' },
-    gql: 'messages',
-    gqlArgs: `visitorId: "${ids.visitor}", first: 2`,
-    count: 2,
-  },
+  'agent chat list (label filter)': conversationsByLabel('agent', '/agent/chat/list'),
+  'agent message list (paged)': messagePage('agent', '/agent/message/list'),
   'agent message list (before filter)': {
     as: 'agent',
     rest: '/agent/message/list',
@@ -147,14 +169,7 @@ export const twins = (): Record<string, Twin> => ({
     gql: 'messages',
     gqlArgs: `visitorId: "${ids.visitor}", before: "3", first: 10`,
   },
-  'agent conversation': {
-    as: 'agent',
-    rest: '/agent/chat/get',
-    restQuery: { visitor_id: ids.visitor },
-    gql: 'conversation',
-    gqlArgs: `visitorId: "${ids.visitor}"`,
-    onlyGql: CONVERSATION_GQL_ONLY,
-  },
+  'agent conversation': conversationOfVisitor('agent', '/agent/chat/get'),
   'canned responses (scope filter)': {
     as: 'agent',
     rest: '/agent/canned/list',
@@ -224,32 +239,9 @@ export const twins = (): Record<string, Twin> => ({
     absentIsNull: 'the legacy rule carries only the keys a rule sets; GraphQL answers the others null',
   },
   // The server-to-server surface (issue 30): the same GraphQL fields, read as an API key.
-  'API conversation list (label filter)': {
-    as: 'apiKey',
-    rest: '/api/conversation/list',
-    restQuery: { scope: 'all', label_id: ids.label },
-    gql: 'conversations',
-    gqlArgs: `scope: all, labelId: "${ids.label}"`,
-    count: 1,
-    restPick: restConnection,
-    onlyGql: CONVERSATION_PAGE_GQL_ONLY,
-  },
-  'API conversation': {
-    as: 'apiKey',
-    rest: '/api/conversation/get',
-    restQuery: { visitor_id: ids.visitor },
-    gql: 'conversation',
-    gqlArgs: `visitorId: "${ids.visitor}"`,
-    onlyGql: CONVERSATION_GQL_ONLY,
-  },
-  'API message list (paged)': {
-    as: 'apiKey',
-    rest: '/api/message/list',
-    restQuery: { visitor_id: ids.visitor, limit: '2' },
-    gql: 'messages',
-    gqlArgs: `visitorId: "${ids.visitor}", first: 2`,
-    count: 2,
-  },
+  'API conversation list (label filter)': conversationsByLabel('apiKey', '/api/conversation/list'),
+  'API conversation': conversationOfVisitor('apiKey', '/api/conversation/get'),
+  'API message list (paged)': messagePage('apiKey', '/api/message/list'),
   'messages left (paged)': {
     as: 'agent',
     rest: '/agent/messages-left/list',
