@@ -304,11 +304,7 @@ describe('Claim, transfer, pin', () => {
   });
 
   it('pin and unpin an own active conversation', async () => {
-    const m = await f.merchant();
-    const a = await f.agent(m);
-    await f.online(a);
-    const v = await f.visitor(m);
-    await assignAgent(deps, v);
+    const { agent: a, visitor: v } = await f.activeChat();
     expect((await pinConversation(deps, a, { visitorId: v.visitorId })).pinnedAt).toBeGreaterThan(0);
     expect((await pinConversation(deps, a, { visitorId: v.visitorId, pinned: false })).pinnedAt).toBe(0);
   });
@@ -316,11 +312,11 @@ describe('Claim, transfer, pin', () => {
 
 describe('Closing', () => {
   it('either side closes; a closed conversation refuses a second close; the visitor is invited to rate', async () => {
-    const m = await f.merchant({ switches: { session_invite_rating: 'on', session_invite_resolved: 'off' } });
-    const a = await f.agent(m);
-    await f.online(a);
-    const v = await f.visitor(m);
-    await assignAgent(deps, v);
+    const {
+      m,
+      agent: a,
+      visitor: v,
+    } = await f.activeChat({ switches: { session_invite_rating: 'on', session_invite_resolved: 'off' } });
     const feed = recordEvents(deps, [v.channel]);
     await feed.ready;
     const closed = await closeConversation(deps, v);

@@ -1,7 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { eventOutbox } from '../../src/db/schema.js';
-import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { sendMessage } from '../../src/resolvers/messages/send.js';
 import { enqueueEvent, visitorKey } from '../../src/resolvers/outbox/enqueue.js';
@@ -27,15 +26,7 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-async function chat(on: TestDeps = deps) {
-  const m = await f.merchant();
-  const agent = await f.agent(m);
-  await f.online(agent);
-  const visitor = await f.visitor(m);
-  const assigned = await assignAgent(on, visitor);
-  expect(assigned.state).toBe('active');
-  return { m, agent, visitor };
-}
+const chat = () => f.activeChat();
 
 const seqs = (events: ChannelEvent[]) => events.map((e) => (e.data as { message: { seq: number } }).message.seq);
 
