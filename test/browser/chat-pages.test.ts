@@ -7,9 +7,11 @@ import { createAgent } from '../../src/resolvers/admin.js';
 import {
   type BrowserTab,
   describeInBrowser,
+  dropMessageFrames,
   waitUntilLive as live,
   openTab,
   openWorkbenchLoggedIn,
+  openWorkbenchOnline,
   screenshot,
   useBrowserApp,
   useChatTabs,
@@ -54,9 +56,7 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   });
 
   const openWorkbench = async () => {
-    await openWorkbenchLoggedIn(agent, t, 'alice');
-    await live(agent);
-    await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+    await openWorkbenchOnline(agent, t, 'alice');
   };
   const openVisitor = async () => {
     // The widget's panel opened as a page of its own (what the launcher's iframe shows).
@@ -204,23 +204,13 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
     async () => {
       await openWorkbench();
       // The visitor page's socket passes through here; one message.created frame never reaches the page.
-      let dropped = 0;
-      await visitor.routeWebSocket(/\/graphql$/, (ws) => {
-        const server = ws.connectToServer();
-        server.onMessage((frame) => {
-          if (typeof frame === 'string' && frame.includes('message.created') && frame.includes('Lost on the way')) {
-            dropped += 1;
-            return;
-          }
-          ws.send(frame);
-        });
-      });
+      const dropped = await dropMessageFrames(visitor, 'Lost on the way');
       const uid = await openVisitor();
       await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
       await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
       await agent.waitForSelector('#chat-state[data-state="active"]', { state: 'attached' });
       await say(agent, 'Lost on the way');
-      await poll(async () => dropped).toBe(1);
+      await poll(async () => dropped()).toBe(1);
       expect(await visitor.locator('#messages li', { hasText: 'Lost on the way' }).count()).toBe(0);
       const lists: string[] = [];
       visitor.on('request', (request) => {

@@ -15,6 +15,7 @@ import {
   waitUntilLive as live,
   logInWithApi,
   openTab,
+  openWorkbenchOnline,
   useBrowserApp,
 } from '../support/browser.js';
 import type { TestApp } from '../support/test-app.js';
@@ -117,10 +118,7 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
       await host.locator('#visitor-facts dd').first().waitFor();
     };
     try {
-      await logInWithApi(agent, t, 'alice');
-      await agent.goto(`${t.url}/agent/`);
-      await live(agent);
-      await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+      await openWorkbenchOnline(agent, t, 'alice');
 
       // The visitor arrives, then gets a hostile nickname and attribute; the reload shows them.
       await host.goto(`${t.url}/visitor/?appkey=demo-appkey`);

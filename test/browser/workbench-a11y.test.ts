@@ -4,8 +4,10 @@ import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
+  dropMessageFrames,
   waitUntilLive as live,
   openWorkbenchLoggedIn,
+  openWorkbenchOnline,
   publish,
   showDeveloperFeed,
   useBrowserApp,
@@ -80,9 +82,7 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   it(
     'from the keyboard: Tab reaches a conversation, Enter opens it and sends, Escape closes the canned list; a new message is announced; names and text are bidi-isolated',
     async () => {
-      await openWorkbenchLoggedIn(page, t, 'alice');
-      await live(page);
-      await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+      await openWorkbenchOnline(page, t, 'alice');
       // A canned response, so "/" has something to list.
       const created = await page.evaluate(async () => {
         const res = await fetch('/agent/canned/create', {
@@ -158,9 +158,7 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   );
 
   it('a message in another conversation is announced by who wrote it; the unread count rises', async () => {
-    await openWorkbenchLoggedIn(page, t, 'alice');
-    await live(page);
-    await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+    await openWorkbenchOnline(page, t, 'alice');
     visitor = await arrive('李小龙');
     await page.locator(`#conversation-list li[data-uid="${visitor.uid}"]`).waitFor();
     await visitor.say('你好，在吗？');
@@ -230,20 +228,8 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
     'history paging (history.js): "Earlier messages" pages back with before; a message.created lost on the socket is fetched with after',
     async () => {
       // One message.created frame of the workbench's socket never reaches the page.
-      let dropped = 0;
-      await page.routeWebSocket(/\/graphql$/, (ws) => {
-        const server = ws.connectToServer();
-        server.onMessage((frame) => {
-          if (typeof frame === 'string' && frame.includes('message.created') && frame.includes('Lost on the way')) {
-            dropped += 1;
-            return;
-          }
-          ws.send(frame);
-        });
-      });
-      await openWorkbenchLoggedIn(page, t, 'alice');
-      await live(page);
-      await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+      const dropped = await dropMessageFrames(page, 'Lost on the way');
+      await openWorkbenchOnline(page, t, 'alice');
       visitor = await arrive('Paging Pat');
       for (let i = 1; i <= 35; i++) await visitor.say(`line ${i}`);
       const lists: string[] = [];
@@ -265,7 +251,7 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
 
       // The frame of "Lost on the way" is dropped; the next message shows the seq jump and fills it.
       await visitor.say('Lost on the way');
-      await poll(async () => dropped).toBe(1);
+      await poll(async () => dropped()).toBe(1);
       await visitor.say('Arrives and shows the jump');
       await page.locator('#messages li', { hasText: 'Arrives and shows the jump' }).waitFor();
       await page.locator('#messages li', { hasText: 'Lost on the way' }).waitFor();

@@ -191,6 +191,35 @@ export async function openWorkbenchLoggedIn(
   await page.goto(`${t.url}/agent/`);
 }
 
+/**
+ * Logs in with the login API and opens the workbench, then waits until its socket is live and
+ * the agent shows online: the start of every chat story.
+ */
+export async function openWorkbenchOnline(page: Page, t: TestApp, username: string) {
+  await openWorkbenchLoggedIn(page, t, username);
+  await waitUntilLive(page);
+  await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+}
+
+/**
+ * Drops, on the page's GraphQL socket, every `message.created` frame that carries `text` (the
+ * rest pass): a message lost on the way, for the seq-jump recovery. Answers how many it dropped.
+ */
+export async function dropMessageFrames(page: Page, text: string): Promise<() => number> {
+  let dropped = 0;
+  await page.routeWebSocket(/\/graphql$/, (ws) => {
+    const server = ws.connectToServer();
+    server.onMessage((frame) => {
+      if (typeof frame === 'string' && frame.includes('message.created') && frame.includes(text)) {
+        dropped += 1;
+        return;
+      }
+      ws.send(frame);
+    });
+  });
+  return () => dropped;
+}
+
 /** Turns the workbench's developer switch on: the raw event feed shows (it is hidden by default). */
 export async function showDeveloperFeed(page: Page) {
   await page.getByRole('checkbox', { name: 'Show the live event feed' }).check();
