@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { and, eq, sql } from 'drizzle-orm';
 import { webhookDeliveries, webhookEndpoints } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
-import { rowsOf } from '../../outbox/enqueue.js';
+import { rowsOf, type Tx } from '../../outbox/enqueue.js';
 import { checkedLookup, isPrivateAddress, PrivateAddressError } from './addresses.js';
 import { webhookHeaders } from './signing.js';
 
@@ -41,55 +41,12 @@ export async function claimDeliveries(deps: Deps, limit: number): Promise<Claime
   const now = deps.now();
   const nowIso = new Date(now).toISOString();
   // The lease outlasts the attempt's timeout: a row is taken again only when its sender is gone.
-  const lease = new Date(now + 2 * deps.config.webhooks.timeoutMs + 1000).toISOString();
+  const lease = new Date(now + 2 * deps.config.webhooks.timeoutMs + 1000);
   const { concurrency } = deps.config.webhooks;
   return deps.db.transaction(async (tx) => {
-    const due = rowsOf<{ seq: string | number; endpoint_id: string }>(
-      await tx.execute(sql`
-        with flying as (
-          select endpoint_id, count(*) as n from webhook_deliveries
-          where leased_until is not null and leased_until > ${nowIso} group by endpoint_id),
-        -- Endpoints with a free slot first: one at its concurrency (a hanging receiver) or with
-        -- its circuit open costs no scan of its backlog.
-        free_endpoints as (
-          select e.id from webhook_endpoints e left join flying on flying.endpoint_id = e.id
-          where not e.disabled and (e.circuit_open_until is null or e.circuit_open_until <= ${nowIso})
-            and coalesce(flying.n, 0) < case when e.consecutive_failures >= ${CIRCUIT_THRESHOLD} then 1 else ${concurrency} end)
-        select d.seq, d.endpoint_id from webhook_deliveries d
-        join free_endpoints f on f.id = d.endpoint_id
-        where d.state = 'pending' and d.next_attempt_at <= ${nowIso}
-          and not exists (
-            select 1 from webhook_deliveries p
-            where p.endpoint_id = d.endpoint_id and p.order_key = d.order_key
-              and p.state = 'pending' and p.seq < d.seq)
-        order by d.seq
-        limit ${limit * 4}
-        for update of d skip locked`),
-    );
+    const due = await lockDueDeliveries(tx, nowIso, concurrency, limit * 4);
     if (due.length === 0) return [];
-    const endpointIds = [...new Set(due.map((d) => d.endpoint_id))].sort();
-    // Locked so that two instances claiming for one endpoint count its flights one after the other.
-    const endpoints = rowsOf<{
-      id: string;
-      url: string;
-      secret: string;
-      previous_secret: string | null;
-      previous_secret_until: string | Date | null;
-      consecutive_failures: number;
-      in_flight: string | number;
-    }>(
-      await tx.execute(sql`
-        select e.id, e.url, e.secret, e.previous_secret, e.previous_secret_until, e.consecutive_failures,
-          (select count(*) from webhook_deliveries f
-            where f.endpoint_id = e.id and f.leased_until is not null and f.leased_until > ${nowIso}) as in_flight
-        from webhook_endpoints e
-        where e.id in (${sql.join(
-          endpointIds.map((id) => sql`${id}`),
-          sql`, `,
-        )})
-        order by e.id
-        for update of e`),
-    );
+    const endpoints = await lockEndpoints(tx, [...new Set(due.map((d) => d.endpoint_id))].sort(), nowIso);
     const room = new Map(
       endpoints.map((e) => {
         // A circuit that was open lets one probe through before the endpoint gets its full concurrency.
@@ -107,11 +64,7 @@ export async function claimDeliveries(deps: Deps, limit: number): Promise<Claime
     if (taken.length === 0) return [];
     const claimed = await tx
       .update(webhookDeliveries)
-      .set({
-        attempts: sql`${webhookDeliveries.attempts} + 1`,
-        leasedUntil: new Date(lease),
-        nextAttemptAt: new Date(lease),
-      })
+      .set({ attempts: sql`${webhookDeliveries.attempts} + 1`, leasedUntil: lease, nextAttemptAt: lease })
       .where(
         sql`${webhookDeliveries.seq} in (${sql.join(
           taken.map((s) => sql`${s}`),
@@ -123,8 +76,6 @@ export async function claimDeliveries(deps: Deps, limit: number): Promise<Claime
       .sort((a, b) => a.seq - b.seq)
       .map((d) => {
         const e = room.get(d.endpointId)?.endpoint;
-        const overlap =
-          e?.previous_secret && e.previous_secret_until && new Date(e.previous_secret_until).getTime() > now;
         return {
           seq: d.seq,
           id: d.id,
@@ -132,10 +83,72 @@ export async function claimDeliveries(deps: Deps, limit: number): Promise<Claime
           url: e?.url ?? '',
           body: d.body,
           attempts: d.attempts,
-          secrets: e ? (overlap && e.previous_secret ? [e.secret, e.previous_secret] : [e.secret]) : [],
+          secrets: e ? signingSecrets(e, now) : [],
         };
       });
   });
+}
+
+/**
+ * The due rows, locked: the oldest pending one of each (endpoint, order key), of endpoints with a
+ * free slot and a closed circuit, oldest first.
+ */
+async function lockDueDeliveries(tx: Tx, nowIso: string, concurrency: number, limit: number) {
+  return rowsOf<{ seq: string | number; endpoint_id: string }>(
+    await tx.execute(sql`
+      with flying as (
+        select endpoint_id, count(*) as n from webhook_deliveries
+        where leased_until is not null and leased_until > ${nowIso} group by endpoint_id),
+      -- Endpoints with a free slot first: one at its concurrency (a hanging receiver) or with
+      -- its circuit open costs no scan of its backlog.
+      free_endpoints as (
+        select e.id from webhook_endpoints e left join flying on flying.endpoint_id = e.id
+        where not e.disabled and (e.circuit_open_until is null or e.circuit_open_until <= ${nowIso})
+          and coalesce(flying.n, 0) < case when e.consecutive_failures >= ${CIRCUIT_THRESHOLD} then 1 else ${concurrency} end)
+      select d.seq, d.endpoint_id from webhook_deliveries d
+      join free_endpoints f on f.id = d.endpoint_id
+      where d.state = 'pending' and d.next_attempt_at <= ${nowIso}
+        and not exists (
+          select 1 from webhook_deliveries p
+          where p.endpoint_id = d.endpoint_id and p.order_key = d.order_key
+            and p.state = 'pending' and p.seq < d.seq)
+      order by d.seq
+      limit ${limit}
+      for update of d skip locked`),
+  );
+}
+
+type LockedEndpoint = {
+  id: string;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_until: string | Date | null;
+  consecutive_failures: number;
+  in_flight: string | number;
+};
+
+/** The endpoints with their attempts in flight, locked so that two instances claiming for one count them one after the other. */
+async function lockEndpoints(tx: Tx, endpointIds: string[], nowIso: string) {
+  return rowsOf<LockedEndpoint>(
+    await tx.execute(sql`
+      select e.id, e.url, e.secret, e.previous_secret, e.previous_secret_until, e.consecutive_failures,
+        (select count(*) from webhook_deliveries f
+          where f.endpoint_id = e.id and f.leased_until is not null and f.leased_until > ${nowIso}) as in_flight
+      from webhook_endpoints e
+      where e.id in (${sql.join(
+        endpointIds.map((id) => sql`${id}`),
+        sql`, `,
+      )})
+      order by e.id
+      for update of e`),
+  );
+}
+
+/** The secrets an attempt is signed with: the current one, and the previous one while it overlaps. */
+function signingSecrets(e: LockedEndpoint, now: number): string[] {
+  const overlap = e.previous_secret && e.previous_secret_until && new Date(e.previous_secret_until).getTime() > now;
+  return overlap && e.previous_secret ? [e.secret, e.previous_secret] : [e.secret];
 }
 
 export interface AttemptOutcome {
