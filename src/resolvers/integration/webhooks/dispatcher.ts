@@ -35,34 +35,13 @@ export const nudgeWebhooks = (deps: Deps) => dispatchers.get(deps)?.nudge();
 export function createWebhookDispatcher(deps: Deps, opts: WebhookDispatcherOptions = {}): WebhookDispatcher {
   const maxInFlight = opts.maxInFlight ?? 64;
   const inFlight = new Set<Promise<void>>();
-  const timers = new Set<NodeJS.Timeout>();
+  const timers = createTimerSet();
   let stopped = true;
   let pumping: Promise<void> | undefined;
   let again = false;
 
-  const later = (ms: number, job: () => void) => {
-    const timer = setTimeout(() => {
-      timers.delete(timer);
-      job();
-    }, ms);
-    timer.unref();
-    timers.add(timer);
-  };
-
-  const send = async (d: ClaimedDelivery) => {
-    const outcome = await attemptDelivery(deps, d);
-    deps.log.debug(
-      { delivery: d.id, endpoint: d.endpointId, attempt: d.attempts, status: outcome.status, ms: outcome.latencyMs },
-      'webhook attempt',
-    );
-    try {
-      await recordAttempt(deps, d, outcome);
-    } catch (error) {
-      // The lease runs out and the delivery is attempted again (at least once).
-      deps.log.warn({ delivery: d.id, err: (error as Error).message }, 'webhook: attempt not recorded');
-    }
-    if (outcome.status === null || outcome.status >= 300) later(soonestRetryMs(deps), nudge);
-  };
+  // A failed attempt wakes the dispatcher again when its retry may be due.
+  const send = (d: ClaimedDelivery) => sendAndRecord(deps, d, () => timers.later(soonestRetryMs(deps), nudge));
 
   const pump = async () => {
     while (!stopped) {
@@ -101,14 +80,6 @@ export function createWebhookDispatcher(deps: Deps, opts: WebhookDispatcherOptio
     });
   }
 
-  const sweep = async () => {
-    const cutoff = new Date(deps.now() - deps.config.webhooks.logRetentionDays * 86_400_000);
-    await deps.db
-      .delete(webhookDeliveries)
-      .where(and(lt(webhookDeliveries.finishedAt, cutoff)))
-      .catch((error: Error) => deps.log.warn({ err: error.message }, 'webhook: log sweep failed'));
-  };
-
   let poll: NodeJS.Timeout | undefined;
   let sweeper: NodeJS.Timeout | undefined;
   const dispatcher: WebhookDispatcher = {
@@ -118,9 +89,9 @@ export function createWebhookDispatcher(deps: Deps, opts: WebhookDispatcherOptio
       dispatchers.set(deps, dispatcher);
       poll = setInterval(nudge, opts.pollMs ?? 1000);
       poll.unref();
-      sweeper = setInterval(() => void sweep(), opts.sweepMs ?? 3_600_000);
+      sweeper = setInterval(() => void sweepDeliveryLog(deps), opts.sweepMs ?? 3_600_000);
       sweeper.unref();
-      void sweep();
+      void sweepDeliveryLog(deps);
       nudge();
     },
     async stop() {
@@ -128,7 +99,6 @@ export function createWebhookDispatcher(deps: Deps, opts: WebhookDispatcherOptio
       if (dispatchers.get(deps) === dispatcher) dispatchers.delete(deps);
       clearInterval(poll);
       clearInterval(sweeper);
-      for (const timer of timers) clearTimeout(timer);
       timers.clear();
       await pumping;
       const grace = new Promise((resolve) => setTimeout(resolve, 1000).unref());
@@ -137,6 +107,50 @@ export function createWebhookDispatcher(deps: Deps, opts: WebhookDispatcherOptio
     nudge,
   };
   return dispatcher;
+}
+
+/** One attempt, logged and recorded; `onFailure` when it did not succeed (no answer, or not 2xx). */
+async function sendAndRecord(deps: Deps, d: ClaimedDelivery, onFailure: () => void) {
+  const outcome = await attemptDelivery(deps, d);
+  deps.log.debug(
+    { delivery: d.id, endpoint: d.endpointId, attempt: d.attempts, status: outcome.status, ms: outcome.latencyMs },
+    'webhook attempt',
+  );
+  try {
+    await recordAttempt(deps, d, outcome);
+  } catch (error) {
+    // The lease runs out and the delivery is attempted again (at least once).
+    deps.log.warn({ delivery: d.id, err: (error as Error).message }, 'webhook: attempt not recorded');
+  }
+  if (outcome.status === null || outcome.status >= 300) onFailure();
+}
+
+/** Deletes the finished deliveries past the log's retention. Never throws. */
+async function sweepDeliveryLog(deps: Deps) {
+  const cutoff = new Date(deps.now() - deps.config.webhooks.logRetentionDays * 86_400_000);
+  await deps.db
+    .delete(webhookDeliveries)
+    .where(and(lt(webhookDeliveries.finishedAt, cutoff)))
+    .catch((error: Error) => deps.log.warn({ err: error.message }, 'webhook: log sweep failed'));
+}
+
+/** One-shot timers that do not keep the process alive, all cleared at once on stop. */
+function createTimerSet() {
+  const timers = new Set<NodeJS.Timeout>();
+  return {
+    later(ms: number, job: () => void) {
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        job();
+      }, ms);
+      timer.unref();
+      timers.add(timer);
+    },
+    clear() {
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+    },
+  };
 }
 
 /** The first retry's wait: when a failed attempt's row may be due again. */
