@@ -28,6 +28,8 @@ export interface MessagePathContext {
   conversations: number;
   agents: number;
   quick: boolean;
+  /** Row 9 alone (`--only=message9`), without 9h and 9x. */
+  rowNineOnly?: boolean;
   window: { rounds: number; seconds: number; warmup: number };
   /** Starts one more gateway on the bench's stores (pinned as the first). */
   startGateway(name: string): Promise<Proc>;
@@ -230,7 +232,12 @@ export async function messagePath(ctx: MessagePathContext) {
         : ''
     }`,
   ]);
-  ctx.log(`9 message path: ${fmt(gwRate)} vs ${fmt(floorRate)} messages/s → ${fmt(ratio, 2)}×`);
+  const rounds = gw.map((g, i) => `${fmt(g.rate)}/${fmt((fl[i] as { rate: number }).rate)}`).join(', ');
+  ctx.log(`9 message path: ${fmt(gwRate)} vs ${fmt(floorRate)} messages/s → ${fmt(ratio, 2)}× (rounds ${rounds})`);
+  if (ctx.rowNineOnly) {
+    for (const s of [...gwSubs, ...floorSubs]) s.close();
+    return;
+  }
 
   // 9h: half the floor's rate, open loop, on each side in turn.
   const half = floorRate / 2;

@@ -33,7 +33,8 @@ import { reconnectStorm } from './reconnect-storm.js';
  * defaulting to 127.0.0.1); creates and drops its own database and Redis key prefix.
  * `--quick` shortens every window and the sizes (a smoke run, not for the record);
  * `--only=<groups>` runs some groups of rows (comma-separated: bootstrap, login, captcha, ceiling,
- * graphql (rows 3, 3t), http (rows 1r, 8h), fanout, embedded, config-change, idle, message, storm, webhook). Either writes BENCHMARKS.quick.md instead of
+ * graphql (rows 3, 3t), http (rows 1r, 8h), fanout, embedded, config-change, idle, message (rows 9, 9h, 9x),
+ * message9 (row 9 alone), storm, webhook). Either writes BENCHMARKS.quick.md instead of
  * BENCHMARKS.md. Sizes: BENCH_IDLE_COUNTS (default 2000,10000; quick 200,1000) and
  * BENCH_CONVERSATIONS (default 200; quick 20).
  */
@@ -60,8 +61,12 @@ const INTERNAL_TOKEN = 'bench-internal-token-0123456789';
 // Four characters, as the captchas people are shown (the image size follows the text).
 const CAPTCHA = 'bxmr';
 const stamp = Date.now().toString(36);
-/** The gateway as production runs it (docs/operations.md "Production (deploy)"): `npm run build`, then `node dist/main.js`. */
-const GATEWAY = 'dist/main.js';
+/**
+ * The gateway as production runs it (docs/operations.md "Production (deploy)"): `npm run build`, then
+ * `node dist/main.js`. `BENCH_GATEWAY=<path>/dist/main.js`: another build instead (e.g. the code
+ * before a change, built in a worktree of its own), run as it is, to compare builds with one bench.
+ */
+const GATEWAY = process.env.BENCH_GATEWAY ?? 'dist/main.js';
 const dbName = `parley_bench_${stamp}`;
 const dbUrl = Object.assign(new URL(ADMIN_URL), { pathname: `/${dbName}` }).toString();
 const REDIS_PREFIX = `parley-bench:${stamp}:`;
@@ -319,8 +324,11 @@ async function main() {
   execFileSync('taskset', ['-cp', LOAD_CORE, String(process.pid)], { stdio: 'ignore' });
   pin('postgres', LOAD_CORE);
   pin('redis-server', LOAD_CORE);
-  log('building the gateway (npm run build)');
-  execFileSync('npm', ['run', 'build'], { stdio: 'ignore' });
+  if (process.env.BENCH_GATEWAY) log(`the gateway: ${GATEWAY} (not rebuilt)`);
+  else {
+    log('building the gateway (npm run build)');
+    execFileSync('npm', ['run', 'build'], { stdio: 'ignore' });
+  }
   log(`preparing database ${dbName}`);
   await prepareDatabase();
 
@@ -559,8 +567,9 @@ async function main() {
       // 6 and 7: fan-out; then idle memory and the chat's message path, which rides the same delivery.
       if (runs('fanout')) await fanout(gateway, agentTokens.alice as string);
       if (runs('idle')) await idleSubscribers(gateway, agentTokens.alice as string);
-      if (runs('message'))
+      if (runs('message') || runs('message9'))
         await messagePath({
+          rowNineOnly: !runs('message'),
           gateway,
           floor,
           deps: benchDeps,
