@@ -27,14 +27,53 @@ const unavailable = (error: unknown) =>
     ? error
     : new BackendUnavailableError('redis', { cause: error });
 
-export type RateLimiterFactory = (limit: Limit) => RateLimiter;
+/** One point of `limit` counted on `subject`; `message` words its refusal (as `consume`'s). */
+export interface Charge {
+  limit: Limit;
+  subject: string;
+  message: (waitSeconds: number) => string;
+}
+
+export type RateLimiterFactory = ((limit: Limit) => RateLimiter) & {
+  /**
+   * Counts each charge in order as `consume` would, stopping at the first one refused (which is
+   * counted, and thrown as RATE_LIMITED); the ones after it are not counted. On Redis the whole
+   * list is one round trip (a send's three message budgets were three).
+   */
+  consumeInOrder(charges: readonly Charge[]): Promise<void>;
+};
+
+/**
+ * rate-limiter-flexible's own count (its `rlflxIncr` script: a window that starts at the first
+ * point and expires with its key), for each key in turn; the first count over its points stops
+ * the list and is returned with its key's remaining ms. KEYS: the limiters' keys. ARGV: for each
+ * key its window in seconds, then its points. Returns {0, 0} when none is over.
+ */
+const CONSUME_IN_ORDER_LUA = `
+for i = 1, #KEYS do
+  local seconds = ARGV[2 * i - 1]
+  redis.call('set', KEYS[i], 0, 'EX', seconds, 'NX')
+  local consumed = redis.call('incrby', KEYS[i], 1)
+  local ttl = redis.call('pttl', KEYS[i])
+  if ttl == -1 then
+    redis.call('expire', KEYS[i], seconds)
+    ttl = 1000 * seconds
+  end
+  if consumed > tonumber(ARGV[2 * i]) then return {i, ttl} end
+end
+return {0, 0}`;
+
+const refusal = (message: Charge['message'], msBeforeNext: number) => {
+  const wait = Math.max(1, Math.ceil(msBeforeNext / 1000));
+  return new DomainError('RATE_LIMITED', message(wait), wait);
+};
 
 /** Limits on Redis (shared by every instance; the client's key prefix applies) or in memory. */
 export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory {
   // One limiter per limit: a memory limiter made afresh on every call would forget every count.
   const made = new Map<string, RateLimiter>();
   const storeFailure = (error: unknown) => (opts.redis ? unavailable(error) : error);
-  return (limit) => {
+  const factory = (limit: Limit): RateLimiter => {
     const id = `${limit.name}:${limit.points}:${limit.durationSeconds}:${limit.blockSeconds ?? 0}`;
     const existing = made.get(id);
     if (existing) return existing;
@@ -59,8 +98,7 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
         } catch (error) {
           // Anything but a refusal is the store failing (e.g. "Redis connection is not ready").
           if (!(error instanceof RateLimiterRes)) throw storeFailure(error);
-          const wait = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
-          throw new DomainError('RATE_LIMITED', message(wait), wait);
+          throw refusal(message, error.msBeforeNext);
         }
       },
       async isBlocked(subject) {
@@ -78,4 +116,35 @@ export function rateLimiterFactory(opts: { redis?: Redis }): RateLimiterFactory 
     made.set(id, rateLimiter);
     return rateLimiter;
   };
+  const { redis } = opts;
+  const oneByOne = chargingInOrder(factory);
+  // In memory there is no round trip to save.
+  if (!redis) return oneByOne;
+  if (!('parleyConsumeInOrder' in redis)) redis.defineCommand('parleyConsumeInOrder', { lua: CONSUME_IN_ORDER_LUA });
+  const consumeInOrder = async (charges: readonly Charge[]) => {
+    // A limit that blocks once spent keeps rate-limiter-flexible's own path.
+    if (charges.some((c) => c.limit.blockSeconds)) return oneByOne.consumeInOrder(charges);
+    // The keys rate-limiter-flexible gives them (`<keyPrefix>:<subject>`), so `isBlocked`,
+    // `reset` and `reward` of each limit see these counts.
+    const keys = charges.map((c) => `rl:${c.limit.name}:${c.subject}`);
+    const windows = charges.flatMap((c) => [String(c.limit.durationSeconds), String(c.limit.points)]);
+    if (redis.status !== 'ready') throw storeFailure(new Error('Redis connection is not ready'));
+    const run = (redis as unknown as Record<string, (...args: (string | number)[]) => Promise<[number, number]>>)
+      .parleyConsumeInOrder as (...args: (string | number)[]) => Promise<[number, number]>;
+    const [over, msBeforeNext] = await run.call(redis, keys.length, ...keys, ...windows).catch((error: unknown) => {
+      throw storeFailure(error);
+    });
+    const refused = charges[over - 1];
+    if (refused) throw refusal(refused.message, msBeforeNext);
+  };
+  return Object.assign(factory, { consumeInOrder });
+}
+
+/** A factory of limiters with `consumeInOrder` charge by charge (in memory, or a test's stand-in). */
+export function chargingInOrder(make: (limit: Limit) => RateLimiter): RateLimiterFactory {
+  return Object.assign((limit: Limit) => make(limit), {
+    async consumeInOrder(charges: readonly Charge[]) {
+      for (const c of charges) await make(c.limit).consume(c.subject, c.message);
+    },
+  });
 }

@@ -5,7 +5,7 @@ import { CAPTCHA_TTL_SECONDS, issueCaptcha, peekCaptchaAnswer } from '../../src/
 import { globalChannel, sessionFingerprint } from '../../src/resolvers/events.js';
 import { login, logout, TICKET_ENTRY_PATH, WORKBENCH_PATH } from '../../src/resolvers/login.js';
 import { agentSessionsKey } from '../../src/resolvers/session.js';
-import type { Limit, RateLimiter } from '../../src/stores/rate-limits.js';
+import { chargingInOrder, type Limit, type RateLimiter } from '../../src/stores/rate-limits.js';
 import {
   clientIp,
   codeOf,
@@ -167,7 +167,9 @@ describe('Login when a store fails', () => {
     };
     const withBrokenLimits = {
       ...deps,
-      rateLimiter: (limit: Limit) => (limit.name.startsWith('login') ? broken : deps.rateLimiter(limit)),
+      rateLimiter: chargingInOrder((limit: Limit) =>
+        limit.name.startsWith('login') ? broken : deps.rateLimiter(limit),
+      ),
     };
     const { session, answer } = await withCaptcha();
     await expect(

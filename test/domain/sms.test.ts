@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Deps } from '../../src/deps.js';
 import { issueCaptcha, peekCaptchaAnswer } from '../../src/resolvers/captcha.js';
 import { SMS_CODE_TRIES, SMS_CODE_TTL_SECONDS, sendSmsCaptcha, verifySmsCode } from '../../src/resolvers/sms.js';
+import { chargingInOrder } from '../../src/stores/rate-limits.js';
 import { clientIp, codeOf, metricValue, type TestDeps, testDeps, testSession } from '../support/deps.js';
 
 let base: TestDeps;
@@ -219,10 +220,10 @@ describe('SMS registration codes: verifying', () => {
     const down = new Error('limit store down');
     const broken = {
       ...deps,
-      rateLimiter: () => ({
+      rateLimiter: chargingInOrder(() => ({
         ...deps.rateLimiter({ name: 'x', points: 1, durationSeconds: 1 }),
         consume: () => Promise.reject(down),
-      }),
+      })),
     };
     await expect(verifySmsCode(broken, session, { mobile: number, code })).rejects.toBe(down);
     expect(session.state.sms).toBeDefined();

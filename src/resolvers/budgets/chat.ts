@@ -99,17 +99,25 @@ export async function chargeMessage(deps: Deps, viewer: Sender | BotViewer): Pro
   if (viewer.kind === 'bot') return;
   const limits = deps.config.chatLimits;
   const key = senderKey(viewer);
-  if (viewer.kind === 'visitor')
-    await charge(
-      deps,
-      'chat-merchant-messages',
-      limits.merchantMessagesPerMinute,
-      60,
-      viewer.merchantId,
-      'messages from this merchant’s visitors',
-    );
-  await charge(deps, 'chat-message-burst', limits.messageBurst, MESSAGE_BURST_SECONDS, key, 'messages');
-  await charge(deps, 'chat-message-hour', limits.messagesPerHour, 3600, key, 'messages this hour');
+  const merchant = {
+    limit: { name: 'chat-merchant-messages', points: limits.merchantMessagesPerMinute, durationSeconds: 60 },
+    subject: viewer.merchantId,
+    message: wait('messages from this merchant’s visitors'),
+  };
+  // In this order, stopping at the first refused; one Redis round trip for all of them.
+  await deps.rateLimiter.consumeInOrder([
+    ...(viewer.kind === 'visitor' ? [merchant] : []),
+    {
+      limit: { name: 'chat-message-burst', points: limits.messageBurst, durationSeconds: MESSAGE_BURST_SECONDS },
+      subject: key,
+      message: wait('messages'),
+    },
+    {
+      limit: { name: 'chat-message-hour', points: limits.messagesPerHour, durationSeconds: 3600 },
+      subject: key,
+      message: wait('messages this hour'),
+    },
+  ]);
 }
 
 /** Counts a conversation the visitor opens (an assign or a first message that starts one). */
