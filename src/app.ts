@@ -10,7 +10,7 @@ import { cappedRawBody, declaredBodyCap } from './http/body-limit.js';
 import { limitServer, serverOptions } from './http/connections.js';
 import { graphqlCors } from './http/cors.js';
 import { refuseCrossSiteWrites } from './http/cross-site.js';
-import { frontDoor, plainGet, writeJson } from './http/front.js';
+import { type FrontRoute, frontDoor, plainGet, writeJson } from './http/front.js';
 import { refuseMalformedGraphQLParams } from './http/graphql-params.js';
 import { noStoreOnApiPaths } from './http/no-store.js';
 import { agentSessionUnlessBearer, createSessionLayer, type SessionLayer } from './http/session.js';
@@ -128,21 +128,26 @@ function expressApp(
     },
   ];
   app.use('/graphql', ...graphqlLayers);
-  app.use(mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer }));
+  const rest = mountRoutes(deps, endpoints, { agentSessionUnlessBearer: unlessBearer });
+  app.use(rest);
   // Matched after the hot API paths, so those traverse as few layers as possible.
   app.use(openApiDocsPages(config, endpoints));
   app.use(pageRoutes(deps));
   app.use((_req, res) => sendError(res, new DomainError('NOT_FOUND', 'Not found'), log));
   const fail = (error: unknown, _req: Request, res: Response) => sendError(res, bodyError(error), log);
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => fail(error, req, res));
-  return { app, globalLayers, graphqlLayers, fail };
+  return { app, globalLayers, graphqlLayers, rest, fail };
 }
 
 /** The HTTP server, its connection limits, and the front door before express. */
-function frontServer(config: Config, { app, globalLayers, graphqlLayers, fail }: ReturnType<typeof expressApp>) {
-  // The liveness probe and the common GraphQL request run the same layers before express
-  // (src/http/front.ts): what express itself adds to them is most of their cost.
+function frontServer(config: Config, { app, globalLayers, graphqlLayers, rest, fail }: ReturnType<typeof expressApp>) {
+  // The liveness probe, the common GraphQL request and a visitor's JSON message run the same
+  // layers before express (src/http/front.ts): what express itself adds to them is most of their cost.
   const healthy = JSON.stringify(HEALTHY);
+  const restFront = (path: string): FrontRoute[] => {
+    const layers = rest.layersOf('post', path);
+    return layers ? [{ method: 'POST', path, accepts: jsonPost, baseUrl: '', route: path, layers }] : [];
+  };
   const front = frontDoor(app, {
     layers: globalLayers,
     routes: [
@@ -152,10 +157,12 @@ function frontServer(config: Config, { app, globalLayers, graphqlLayers, fail }:
         accepts: plainGet,
         baseUrl: '',
         route: '/healthz',
-        layers: [(_req, res) => writeJson(res, 200, healthy)],
+        layers: [(_req: Request, res: Response) => writeJson(res, 200, healthy)],
       },
       // A JSON POST (a form post or any other type goes to express, whose layers refuse or parse it).
       { method: 'POST', path: '/graphql', accepts: jsonPost, baseUrl: '/graphql', layers: graphqlLayers },
+      // The chat's hottest write (BENCHMARKS.md row 9).
+      ...restFront('/visitor/message/send'),
     ],
     fail,
   });

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';
+import type { ErrorRequestHandler, Express, NextFunction, Request, RequestHandler, Response } from 'express';
 import { DomainError } from '../errors.js';
 
 /**
@@ -17,8 +17,9 @@ import { DomainError } from '../errors.js';
  * layers read of express's objects set up as express would (`originalUrl`, `baseUrl`, `route`,
  * `locals`, `app`). Every layer on such a path answers with node's own methods (`writeJson`,
  * `sendError`), so nothing needs express's prototypes; a layer that fails (`next(error)`) is
- * answered by the app's own error handler (`fail`), on objects given express's prototypes
- * first, as express would have. A request a route does not `accept` goes to express whole.
+ * answered, on objects given express's prototypes first, as express would have: by the route's
+ * next error handler (four parameters) when a route's layer failed, else by the app's own error
+ * handler (`fail`). A request a route does not `accept` goes to express whole.
  */
 export interface FrontRoute {
   method: 'GET' | 'POST';
@@ -29,8 +30,12 @@ export interface FrontRoute {
   /** `req.baseUrl` and `req.route` as express sets them on this path (metric labels, `routeOf`). */
   baseUrl: string;
   route?: string;
-  /** The route's own layers after the global ones, as mounted in express; the last one answers. */
-  layers: RequestHandler[];
+  /**
+   * The route's own layers after the global ones, as mounted in express; the last one answers. An
+   * error handler among them (four parameters) runs, as in express, only for an error of a route
+   * layer before it.
+   */
+  layers: (RequestHandler | ErrorRequestHandler)[];
 }
 
 export function frontDoor(
@@ -46,6 +51,7 @@ export function frontDoor(
   const byKey = new Map(
     opts.routes.map((r) => [`${r.method} ${r.path}`, { route: r, layers: [...opts.layers, ...r.layers] }]),
   );
+  const globalCount = opts.layers.length;
   const { fail } = opts;
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     const entry = byKey.get(`${req.method} ${req.url}`);
@@ -64,19 +70,26 @@ export function frontDoor(
     s.locals = Object.create(null);
     let i = 0;
     const next: NextFunction = (error?: unknown) => {
-      if (error !== undefined && error !== null && error !== 'route' && error !== 'router') {
+      const failed = error !== undefined && error !== null && error !== 'route' && error !== 'router';
+      if (failed && Object.getPrototypeOf(req) !== app.request) {
         Object.setPrototypeOf(req, app.request);
         Object.setPrototypeOf(res, app.response);
         r.res = s;
         s.req = r;
-        fail(error, r, s);
-        return;
       }
-      const layer = layers[i++];
-      // Past the last layer: express would answer 404 (no layer did); the app's own handler does.
-      if (!layer) return next(new DomainError('NOT_FOUND', 'Not found'));
+      // A global layer's error skips the route's layers (express skips a route for an error).
+      if (failed && i <= globalCount) i = layers.length;
+      // As express: an error goes to the next error handler, anything else to the next plain layer.
+      let layer = layers[i++];
+      while (layer && (layer.length === 4) !== failed) layer = layers[i++];
+      if (!layer) {
+        if (failed) return fail(error, r, s);
+        // Past the last layer: express would answer 404 (no layer did); the app's own handler does.
+        return next(new DomainError('NOT_FOUND', 'Not found'));
+      }
       try {
-        layer(r, s, next);
+        if (failed) (layer as ErrorRequestHandler)(error, r, s, next);
+        else (layer as RequestHandler)(r, s, next);
       } catch (thrown) {
         next(thrown ?? new Error('a layer threw'));
       }

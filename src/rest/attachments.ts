@@ -255,7 +255,7 @@ async function streamUpload(
       receiving = work;
     });
     answered = true;
-    sendOk(res, toAttachmentWire(result));
+    sendOk(req, res, toAttachmentWire(result));
   } catch (error) {
     // Nothing of a refused upload is left by the time it is answered: no scratch file, no object,
     // no row (an upload that finished as the request was being refused is removed again).

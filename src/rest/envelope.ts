@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Response } from 'express';
 import { classifyError, restErrorTable } from '../errors.js';
 import { writeJson } from '../http/front.js';
@@ -11,8 +11,15 @@ export interface Envelope<T = unknown> {
   data: T;
 }
 
-export function sendOk(res: Response, data: unknown, msg = 'ok', status = 200) {
-  res.status(status).json({ code: 0, msg, data } satisfies Envelope);
+/**
+ * Sends a success envelope. A POST's answer is written with node's own methods, byte for byte as
+ * express's `res.json` writes it (a POST's answer is never "fresh", express's 304 being for GET
+ * and HEAD), so it also answers a request the front door took before express (src/http/front.ts).
+ */
+export function sendOk(req: IncomingMessage, res: Response, data: unknown, msg = 'ok', status = 200) {
+  const envelope = { code: 0, msg, data } satisfies Envelope;
+  if (req.method === 'POST') writeJson(res, status, JSON.stringify(envelope));
+  else res.status(status).json(envelope);
 }
 
 /**

@@ -288,7 +288,7 @@ function handlerOf(deps: Deps, route: AnyRoute): RequestHandler {
         return;
       }
       const data = await route.handle(ctx as never);
-      if (!res.headersSent) sendOk(res, data, route.msg ?? 'ok', route.status ?? 200);
+      if (!res.headersSent) sendOk(req, res, data, route.msg ?? 'ok', route.status ?? 200);
     } catch (error) {
       refuse(deps, route, req, res, error);
     }
@@ -320,7 +320,11 @@ export function mountRoutes(
   deps: Deps,
   routes: readonly AnyRoute[],
   opts: { agentSessionUnlessBearer: RequestHandler },
-): RequestHandler {
+): RequestHandler & {
+  /** The layers mounted for a declared route (for the front door, src/http/front.ts), if it is mounted. */
+  layersOf(method: 'get' | 'post', path: string): (RequestHandler | ErrorRequestHandler)[] | undefined;
+} {
+  const mounted = new Map<string, (RequestHandler | ErrorRequestHandler)[]>();
   const byPath = new Map<string, Router>();
   const patterned = Router();
   const routerFor = (path: string) => {
@@ -343,14 +347,9 @@ export function mountRoutes(
     const session = route.identity === 'participant' ? [opts.agentSessionUnlessBearer] : [];
     // A body the parsers refuse is answered as the route answers any refusal.
     const unparsable: ErrorRequestHandler = (error, req, res, _next) => refuse(deps, route, req, res, bodyError(error));
-    routerFor(route.path)[route.method](
-      route.path,
-      ...session,
-      ...beforeBodyOf(deps, route),
-      ...parsers,
-      unparsable,
-      handlerOf(deps, route),
-    );
+    const layers = [...session, ...beforeBodyOf(deps, route), ...parsers, unparsable, handlerOf(deps, route)];
+    routerFor(route.path)[route.method](route.path, ...layers);
+    mounted.set(`${route.method} ${route.path}`, layers);
     const methods = methodsByPath.get(route.path) ?? new Set();
     methods.add(route.method.toUpperCase());
     if (route.method === 'get') methods.add('HEAD');
@@ -372,5 +371,8 @@ export function mountRoutes(
   };
   // Every route's layer, as a router shows them, for whoever lists the served routes by walking
   // express's stack (test/api/openapi.test.ts).
-  return Object.assign(dispatch, { stack: [...byPath.values(), patterned].flatMap((r) => r.stack) });
+  return Object.assign(dispatch, {
+    stack: [...byPath.values(), patterned].flatMap((r) => r.stack),
+    layersOf: (method: 'get' | 'post', path: string) => mounted.get(`${method} ${path}`),
+  });
 }
