@@ -3,7 +3,7 @@ import postgres from 'postgres';
 import type { buildDeps } from '../src/compose.js';
 import { issueVisitorToken } from '../src/resolvers/visitor.js';
 import { connectSubscribers, type Subscribers } from './fanout-client.js';
-import { median, type Proc } from './lib.js';
+import { cpuSeconds, median, type Proc } from './lib.js';
 
 /**
  * Rows 9, 9h and 9x of `npm run bench` (issue 33, target 1): the chat's message path, visitor
@@ -101,9 +101,21 @@ export async function messagePath(ctx: MessagePathContext) {
     const body = (await res.json()) as { code: number; msg?: string };
     if (body.code !== 0) throw new Error(`message send on ${base}${path}: ${JSON.stringify(body)}`);
   };
-  type Side = { bases: string[]; path: string; subs: Subscribers[] };
-  const gatewaySide: Side = { bases: [gateway.url], path: '/visitor/message/send', subs: gwSubs };
-  const floorSide: Side = { bases: [floor.url], path: '/floor/message', subs: floorSubs };
+  /** `pids`: the servers whose CPU time the side's messages cost. */
+  type Side = { bases: string[]; path: string; subs: Subscribers[]; pids: number[] };
+  const gatewaySide: Side = {
+    bases: [gateway.url],
+    path: '/visitor/message/send',
+    subs: gwSubs,
+    pids: [gateway.child.pid as number],
+  };
+  const floorSide: Side = {
+    bases: [floor.url],
+    path: '/floor/message',
+    subs: floorSubs,
+    pids: [floor.child.pid as number],
+  };
+  const cpuOf = (side: Side) => side.pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   const delivered = (subs: Subscribers[]) => subs.reduce((k, s) => k + s.deliveries, 0);
   const waitFor = async (subs: Subscribers[], expected: number) => {
     const deadline = Date.now() + 60_000;
@@ -142,6 +154,7 @@ export async function messagePath(ctx: MessagePathContext) {
   async function sustained(side: Side, seconds: number, tolerant = true) {
     recording(side.subs, true);
     const before = delivered(side.subs);
+    const cpuBefore = cpuOf(side);
     const started = Date.now();
     const until = started + seconds * 1000;
     let sent = 0;
@@ -161,8 +174,10 @@ export async function messagePath(ctx: MessagePathContext) {
     );
     await waitFor(side.subs, before + sent);
     const rate = sent / ((Date.now() - started) / 1000);
+    // CPU time per message (user + system, µs): unlike the rate, not moved by what else runs on the core.
+    const cpuPerMessage = sent > 0 ? ((cpuOf(side) - cpuBefore) * 1e6) / sent : 0;
     const all = recording(side.subs, false);
-    return { rate, p99: percentile(all, 0.99) };
+    return { rate, cpuPerMessage, p99: percentile(all, 0.99) };
   }
 
   /** Sends at a fixed `rate` (open loop: on schedule, whatever is in flight) for `seconds`: delivery p50/p99. */
@@ -202,8 +217,9 @@ export async function messagePath(ctx: MessagePathContext) {
   const latGw = await oneAtATime(gatewaySide, latencyCount);
   await sustained(floorSide, W.warmup);
   await sustained(gatewaySide, W.warmup);
-  const fl: { rate: number; p99: number }[] = [];
-  const gw: { rate: number; p99: number }[] = [];
+  type Round = { rate: number; cpuPerMessage: number; p99: number };
+  const fl: Round[] = [];
+  const gw: Round[] = [];
   let refusedFloor = 0;
   let refusedGateway = 0;
   for (let round = 0; round < W.rounds; round++) {
@@ -216,7 +232,9 @@ export async function messagePath(ctx: MessagePathContext) {
   }
   const floorRate = median(fl.map((f) => f.rate));
   const gwRate = median(gw.map((g) => g.rate));
-  const ratio = median(gw.map((g, i) => g.rate / (fl[i] as { rate: number }).rate));
+  const ratio = median(gw.map((g, i) => g.rate / (fl[i] as Round).rate));
+  const cpuGw = median(gw.map((g) => g.cpuPerMessage));
+  const cpuFloor = median(fl.map((f) => f.cpuPerMessage));
   ctx.row([
     `9 message path: visitor send → agent event, ${ctx.conversations} active conversations, one instance`,
     `${fmt(gwRate)} messages/s`,
@@ -226,14 +244,21 @@ export async function messagePath(ctx: MessagePathContext) {
     ratio >= 0.6 ? 'met' : '**not met**',
     `one at a time p50/p99 ${latGw.p50} / ${latGw.p99} ms`,
     `one at a time p50/p99 ${latFloor.p50} / ${latFloor.p99} ms`,
-    `under full load p99 ${fmt(median(gw.map((g) => g.p99)))} / ${fmt(median(fl.map((f) => f.p99)))} ms (gateway / floor)${
+    `under full load p99 ${fmt(median(gw.map((g) => g.p99)))} / ${fmt(median(fl.map((f) => f.p99)))} ms (gateway / floor); CPU per message ${fmt(cpuGw)} / ${fmt(cpuFloor)} µs (${fmt(cpuGw > 0 ? cpuFloor / cpuGw : 0, 2)}×)${
       refusedGateway + refusedFloor > 0
         ? `; sends refused (not counted): gateway ${refusedGateway}, floor ${refusedFloor}`
         : ''
     }`,
   ]);
-  const rounds = gw.map((g, i) => `${fmt(g.rate)}/${fmt((fl[i] as { rate: number }).rate)}`).join(', ');
-  ctx.log(`9 message path: ${fmt(gwRate)} vs ${fmt(floorRate)} messages/s → ${fmt(ratio, 2)}× (rounds ${rounds})`);
+  const rounds = gw
+    .map(
+      (g, i) =>
+        `${fmt(g.rate)}/${fmt((fl[i] as Round).rate)} at ${fmt(g.cpuPerMessage)}/${fmt((fl[i] as Round).cpuPerMessage)} µs`,
+    )
+    .join(', ');
+  ctx.log(
+    `9 message path: ${fmt(gwRate)} vs ${fmt(floorRate)} messages/s → ${fmt(ratio, 2)}×; CPU per message ${fmt(cpuGw)} vs ${fmt(cpuFloor)} µs → ${fmt(cpuGw > 0 ? cpuFloor / cpuGw : 0, 2)}× (rounds: gateway/floor ${rounds})`,
+  );
   if (ctx.rowNineOnly) {
     for (const s of [...gwSubs, ...floorSubs]) s.close();
     return;
@@ -260,7 +285,11 @@ export async function messagePath(ctx: MessagePathContext) {
   // 9x: two instances against one, interleaved.
   const second = await ctx.startGateway('gateway-2');
   try {
-    const twoSide: Side = { ...gatewaySide, bases: [gateway.url, second.url] };
+    const twoSide: Side = {
+      ...gatewaySide,
+      bases: [gateway.url, second.url],
+      pids: [...gatewaySide.pids, second.child.pid as number],
+    };
     await sustained(twoSide, W.warmup, true);
     refused = 0;
     const one: number[] = [];
