@@ -194,29 +194,14 @@ export async function receiveUpload(
       await storage.putFile(thumbnailKey, thumbnail, { contentType: 'image/webp', size: thumbSize });
     }
     signal?.throwIfAborted();
-    const row = await deps.db.transaction(async (tx) => {
-      // One upload at a time per merchant passes the quota check, so two cannot both fit in the last bytes.
-      await lockQuota(tx, uploader.merchantId);
-      if ((await storageUsed(tx, uploader.merchantId)) + size > policy.merchant.storageQuotaBytes) {
-        throw quotaExceeded(policy.merchant);
-      }
-      const [inserted] = await tx
-        .insert(attachments)
-        .values({
-          id,
-          merchantId: uploader.merchantId,
-          uploaderType: uploader.type,
-          uploaderId: uploader.id,
-          kind,
-          mime,
-          size,
-          name: cleanFileName(file.name),
-          storageKey,
-          thumbnailKey,
-          createdAt: new Date(deps.now()),
-        })
-        .returning();
-      return inserted;
+    const row = await recordAttachment(deps, uploader, policy, {
+      id,
+      kind,
+      mime,
+      size,
+      name: cleanFileName(file.name),
+      storageKey,
+      thumbnailKey,
     });
     if (!row) throw new Error('attachment insert returned nothing');
     stored.length = 0;
@@ -230,4 +215,31 @@ export async function receiveUpload(
   } finally {
     await Promise.all(scratch.map((path) => rm(path, { force: true })));
   }
+}
+
+/** The attachment's row, written only if its bytes still fit in the merchant's storage quota. */
+function recordAttachment(
+  deps: Deps,
+  uploader: Uploader,
+  policy: UploadPolicy,
+  file: Pick<typeof attachments.$inferInsert, 'id' | 'kind' | 'mime' | 'size' | 'name' | 'storageKey' | 'thumbnailKey'>,
+) {
+  return deps.db.transaction(async (tx) => {
+    // One upload at a time per merchant passes the quota check, so two cannot both fit in the last bytes.
+    await lockQuota(tx, uploader.merchantId);
+    if ((await storageUsed(tx, uploader.merchantId)) + file.size > policy.merchant.storageQuotaBytes) {
+      throw quotaExceeded(policy.merchant);
+    }
+    const [inserted] = await tx
+      .insert(attachments)
+      .values({
+        ...file,
+        merchantId: uploader.merchantId,
+        uploaderType: uploader.type,
+        uploaderId: uploader.id,
+        createdAt: new Date(deps.now()),
+      })
+      .returning();
+    return inserted;
+  });
 }
