@@ -13,6 +13,7 @@ export const httpVariables = {
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   PUSHER_AUTH_PER_MINUTE: int(1, 1_000_000).default(120),
   PUSHER_CHANNEL_LOOKUPS_PER_MINUTE: int(1, 10_000_000).default(600),
+  VISITOR_TOKEN_FAILURES_PER_MINUTE: int(1, 1_000_000).default(60),
   VISITOR_REFUSAL_DELAY_MS: int(0, 10_000).default(1000),
 };
 
@@ -37,6 +38,8 @@ export interface HttpSettings {
     pusherAuthPerMinute: number;
     /** Visitor channels a Pusher client may ask for by name (a lookup each) per client address per minute. */
     pusherChannelLookupsPerMinute: number;
+    /** Failed visitor-token lookups (unknown, revoked, expired) per client address per minute. */
+    visitorTokenFailuresPerMinute: number;
     /**
      * A visitor endpoint's RATE_LIMITED answer is held this long (at most its `Retry-After`)
      * before it is written: a client that sends again at once makes one request per second per
@@ -68,6 +71,7 @@ export function readHttpSettings(e: Parsed<typeof httpVariables>): HttpSettings 
       metricsToken: e.METRICS_TOKEN,
       pusherAuthPerMinute: e.PUSHER_AUTH_PER_MINUTE,
       pusherChannelLookupsPerMinute: e.PUSHER_CHANNEL_LOOKUPS_PER_MINUTE,
+      visitorTokenFailuresPerMinute: e.VISITOR_TOKEN_FAILURES_PER_MINUTE,
       visitorRefusalDelayMs: e.VISITOR_REFUSAL_DELAY_MS,
     },
   };

@@ -5,6 +5,7 @@ import { type Agent, agents, merchants, visitors, visitorTokens } from '../db/sc
 import type { Deps } from '../deps.js';
 import { DomainError, notLoggedIn } from '../errors.js';
 import { isApiKeyShaped } from '../ids.js';
+import { visitorTokenFailures } from './budgets/failed-lookups.js';
 import { publishSessionEnded } from './events.js';
 import { agentSessionsKey, noteSessionSeen, type SessionPort } from './session.js';
 
@@ -130,25 +131,48 @@ export async function endSession(deps: Deps, session: SessionPort, agentId: stri
  * The visitor of a `Bearer` token: unexpired, unrevoked, and its merchant's. A check may be
  * reused from the configuration cache for up to 1 s (never past the token's expiry; a
  * revocation is announced to every instance), so a revoked token is refused everywhere within 1 s.
+ * `clientAddress` is the request's or socket's address (the adapter's `clientIp`): a token that
+ * fails the lookup is counted against it, and an address past VISITOR_TOKEN_FAILURES_PER_MINUTE
+ * is refused RATE_LIMITED before the lookup (budgets/failed-lookups.ts). Without it (a socket's
+ * own re-checks) nothing is counted.
  */
-export async function requireVisitor(deps: Deps, token: string | undefined): Promise<VisitorViewer> {
+export async function requireVisitor(
+  deps: Deps,
+  token: string | undefined,
+  clientAddress?: string,
+): Promise<VisitorViewer> {
   if (!token) throw visitorUnauthenticated();
   if (isApiKeyShaped(token))
     throw new DomainError(
       'VISITOR_UNAUTHENTICATED',
       'An API key (prly_…) is not a visitor token: send a visitor token',
     );
-  return requireVisitorByHash(deps, hashToken(token));
+  return requireVisitorByHash(deps, hashToken(token), clientAddress);
 }
 
 /**
  * As `requireVisitor`, from the token's SHA-256 (`hashToken`): what a socket keeps of the token it
  * was opened with, and what a Pusher channel grant stores, so no raw token stays at rest.
  */
-export async function requireVisitorByHash(deps: Deps, hash: string): Promise<VisitorViewer> {
+export async function requireVisitorByHash(deps: Deps, hash: string, clientAddress?: string): Promise<VisitorViewer> {
   const startedAt = deps.now();
   const cached = deps.configCache.token(hash, startedAt);
   if (cached) return visitorViewer(cached);
+  if (clientAddress === undefined) return lookUpToken(deps, hash, startedAt);
+  // Failures are never cached: an address that keeps presenting unknown or revoked tokens is
+  // stopped before the database, not after.
+  const failures = visitorTokenFailures(deps);
+  await failures.refuseIfSpent(clientAddress);
+  try {
+    return await lookUpToken(deps, hash, startedAt);
+  } catch (error) {
+    if (error instanceof DomainError && error.code === 'VISITOR_UNAUTHENTICATED') await failures.charge(clientAddress);
+    throw error;
+  }
+}
+
+/** The token's check from the database, shared with the checks of the same token in flight. */
+async function lookUpToken(deps: Deps, hash: string, startedAt: number): Promise<VisitorViewer> {
   const epoch = deps.configCache.tokenEpoch();
   // Concurrent checks of one token (a reconnect storm: every tab of a visitor at once) share one
   // query — only one started since the last revocation announced here, so none is older than it.

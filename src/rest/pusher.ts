@@ -41,6 +41,7 @@ export const pusherEndpoints: AnyRoute[] = [
       const unauthenticated = ['UNAUTHENTICATED', 'VISITOR_UNAUTHENTICATED', 'SESSION_MISMATCH'].includes(error.code);
       const status = restErrorTable[error.code].status;
       res.set('Cache-Control', 'no-store');
+      if (error.retryAfterSeconds) res.set('Retry-After', String(error.retryAfterSeconds));
       res
         .status(unauthenticated ? 401 : status === 200 ? 403 : status)
         .json({ error: error.message, code: error.code });

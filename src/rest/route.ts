@@ -178,16 +178,17 @@ async function viewerFor(deps: Deps, route: AnyRoute, req: Request): Promise<unk
       return requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config));
     }
     case 'visitor':
-      return requireVisitor(deps, bearerToken(req));
+      return requireVisitor(deps, bearerToken(req), clientIp(req, deps.config));
     case 'participant': {
       // Whoever it is, or nobody: a stale bearer or an ended Session is no identity here (the
       // endpoint decides what it needs, e.g. a signed download URL needs none).
+      // An address past its failed-token budget is refused, though: that is about the caller, not the token.
       const nobody = (error: unknown) => {
-        if (error instanceof DomainError) return undefined;
+        if (error instanceof DomainError && error.code !== 'RATE_LIMITED') return undefined;
         throw error;
       };
       const token = bearerToken(req);
-      if (token) return requireVisitor(deps, token).catch(nobody);
+      if (token) return requireVisitor(deps, token, clientIp(req, deps.config)).catch(nobody);
       return req.session?.agent
         ? requireAgent(deps, requestSessionPort(req), clientIp(req, deps.config)).catch(nobody)
         : undefined;

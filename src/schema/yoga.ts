@@ -70,7 +70,7 @@ function httpContext(deps: Deps, req: Request): GraphQLContext {
   return {
     deps,
     agent: () => (session ? requireAgent(deps, session, address) : Promise.reject(notLoggedIn())),
-    visitor: () => requireVisitor(deps, bearer),
+    visitor: () => requireVisitor(deps, bearer, address),
     // Once per operation: one request counts once against the key's budget.
     apiKey: () => {
       apiKey ??= authenticateApiKey(deps, isKey ? bearer : undefined, address);

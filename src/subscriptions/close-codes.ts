@@ -25,8 +25,9 @@ export const WsCloseCode = {
   /** No `connection_init` within the wait (graphql-ws ConnectionInitialisationTimeout). */
   InitTimeout: 4408,
   /**
-   * Too many: more than SUBSCRIBE_RATE `subscribe` messages in its window, or over a per-identity
-   * or per-address socket cap (ours; graphql-ws uses 4429 for a second `connection_init`).
+   * Too many: more than SUBSCRIBE_RATE `subscribe` messages in its window, over a per-identity
+   * or per-address socket cap, or `connection_init` from an address past its failed visitor-token
+   * checks (ours; graphql-ws uses 4429 for a second `connection_init`).
    */
   TooMany: 4429,
 } as const;
@@ -39,5 +40,6 @@ export const wsCloseCodeOf: Record<ConnectionEnd, number> = {
   going_away: WsCloseCode.GoingAway,
   subscribe_rate: WsCloseCode.TooMany,
   too_many_connections: WsCloseCode.TooMany,
+  rate_limited: WsCloseCode.TooMany,
   try_later: WsCloseCode.TryAgainLater,
 };

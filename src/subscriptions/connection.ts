@@ -40,6 +40,8 @@ export type ConnectionEnd =
   | 'subscribe_rate'
   /** Over a per-identity or per-address cap on sockets: do not retry at once. */
   | 'too_many_connections'
+  /** The client address is past its budget of failed identity checks (VISITOR_TOKEN_FAILURES_PER_MINUTE): retry later. */
+  | 'rate_limited'
   /** The instance is at its global ceiling, or a backing service is unavailable: retry later. */
   | 'try_later';
 

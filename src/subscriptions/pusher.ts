@@ -36,6 +36,7 @@ const pusherCloseCodeOf: Record<ConnectionEnd, number> = {
   going_away: PusherCloseCode.Reconnect,
   subscribe_rate: PusherCloseCode.RateLimited,
   too_many_connections: PusherCloseCode.OverConnectionQuota,
+  rate_limited: PusherCloseCode.RateLimited,
   try_later: PusherCloseCode.OverCapacity,
 };
 

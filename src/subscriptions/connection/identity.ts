@@ -26,7 +26,7 @@ export async function resolveViewer(
 ): Promise<AgentViewer | VisitorViewer> {
   const resolved =
     presented.kind === 'visitor'
-      ? await requireVisitorByHash(deps, presented.tokenHash)
+      ? await requireVisitorByHash(deps, presented.tokenHash, address)
       : await requireAgent(deps, await sessionPort(), address);
   if (appkey !== undefined) await requireOwnAppkey(deps, resolved, appkey);
   return resolved;
@@ -34,7 +34,8 @@ export async function resolveViewer(
 
 /**
  * How a connection whose identity did not resolve is refused: an outage is retried later, a
- * FORBIDDEN keeps its own reason, anything else says which credential to renew.
+ * FORBIDDEN or an address past its budget (RATE_LIMITED) keeps its own reason, anything else says
+ * which credential to renew.
  */
 export function identityRefusal(error: unknown, kind: SocketIdentity['kind']): { end: ConnectionEnd; message: string } {
   const classified = classifyError(error);
@@ -42,6 +43,7 @@ export function identityRefusal(error: unknown, kind: SocketIdentity['kind']): {
     return { end: 'try_later', message: 'Service unavailable: retry later' };
   }
   if (classified.code === 'FORBIDDEN') return { end: 'forbidden', message: classified.message };
+  if (classified.code === 'RATE_LIMITED') return { end: 'rate_limited', message: classified.message };
   return {
     end: 'forbidden',
     message:
