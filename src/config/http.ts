@@ -13,6 +13,7 @@ export const httpVariables = {
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   PUSHER_AUTH_PER_MINUTE: int(1, 1_000_000).default(120),
   PUSHER_CHANNEL_LOOKUPS_PER_MINUTE: int(1, 10_000_000).default(600),
+  PUSHER_UNKNOWN_APPKEYS_PER_MINUTE: int(1, 1_000_000).default(30),
   VISITOR_TOKEN_FAILURES_PER_MINUTE: int(1, 1_000_000).default(60),
   VISITOR_REFUSAL_DELAY_MS: int(0, 10_000).default(1000),
 };
@@ -38,6 +39,8 @@ export interface HttpSettings {
     pusherAuthPerMinute: number;
     /** Visitor channels a Pusher client may ask for by name (a lookup each) per client address per minute. */
     pusherChannelLookupsPerMinute: number;
+    /** Pusher upgrades naming an unknown appkey (a lookup each) per client address per minute. */
+    pusherUnknownAppkeysPerMinute: number;
     /** Failed visitor-token lookups (unknown, revoked, expired) per client address per minute. */
     visitorTokenFailuresPerMinute: number;
     /**
@@ -71,6 +74,7 @@ export function readHttpSettings(e: Parsed<typeof httpVariables>): HttpSettings 
       metricsToken: e.METRICS_TOKEN,
       pusherAuthPerMinute: e.PUSHER_AUTH_PER_MINUTE,
       pusherChannelLookupsPerMinute: e.PUSHER_CHANNEL_LOOKUPS_PER_MINUTE,
+      pusherUnknownAppkeysPerMinute: e.PUSHER_UNKNOWN_APPKEYS_PER_MINUTE,
       visitorTokenFailuresPerMinute: e.VISITOR_TOKEN_FAILURES_PER_MINUTE,
       visitorRefusalDelayMs: e.VISITOR_REFUSAL_DELAY_MS,
     },

@@ -69,6 +69,13 @@ export interface MerchantConfigCache {
   /** Keeps a token check made by a query started at `startedAt` (unless a revocation came since `epoch`). */
   rememberToken(hash: string, value: CachedVisitorToken, startedAt: number, epoch: number): void;
   forgetToken(hash: string): void;
+  /**
+   * The merchant an appkey was found to name (a Pusher upgrade, a visitor token request), while
+   * the invalidations are heard. Appkeys are never reassigned; readers still check the merchant's
+   * configuration copy names the same appkey.
+   */
+  merchantIdOfAppkey(appkey: string): string | undefined;
+  rememberAppkey(appkey: string, merchantId: string): void;
   /** After a committed change: drops this instance's copy now and publishes the invalidation (false: not published). */
   announceChanged(merchantId: string): Promise<boolean>;
   /** After a revocation: forgets the token here and publishes it (false: not published). */
@@ -135,9 +142,11 @@ export function createMerchantConfigCache(
   const isListening = () => listener.listening;
   const configs = createConfigCopies(deps, isListening);
   const tokens = createTokenChecks(isListening);
+  const appkeys = createAppkeyIndex(isListening);
   const clearAll = () => {
     configs.invalidate();
     tokens.clear();
+    appkeys.clear();
   };
   const listener = createInvalidationListener(deps, resubscribeMs, {
     onEvent(event, data) {
@@ -174,6 +183,8 @@ export function createMerchantConfigCache(
     tokenEpoch: tokens.epoch,
     rememberToken: tokens.remember,
     forgetToken: tokens.forget,
+    merchantIdOfAppkey: appkeys.get,
+    rememberAppkey: appkeys.remember,
     async announceChanged(merchantId) {
       configs.invalidate(merchantId);
       return announce('merchant.config_changed', { merchantId }, { merchantId });
@@ -258,6 +269,27 @@ function createTokenChecks(isListening: () => boolean) {
       epoch++;
       tokens.clear();
     },
+  };
+}
+
+/**
+ * Appkey → merchant id, for the appkeys found in the database while the invalidations are heard
+ * (only those: an unknown appkey is never kept, so a made-up one cannot fill it beyond the
+ * merchants there are, and a merchant registered later is found).
+ */
+function createAppkeyIndex(isListening: () => boolean) {
+  const ids = new Map<string, string>();
+  return {
+    get: (appkey: string) => (isListening() ? ids.get(appkey) : undefined),
+    remember(appkey: string, merchantId: string) {
+      if (!isListening()) return;
+      if (ids.size >= MAX_TOKENS) {
+        const oldest = ids.keys().next().value;
+        if (oldest !== undefined) ids.delete(oldest);
+      }
+      ids.set(appkey, merchantId);
+    },
+    clear: () => ids.clear(),
   };
 }
 

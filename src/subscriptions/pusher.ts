@@ -3,7 +3,7 @@ import type { WebSocket } from 'ws';
 import type { Deps } from '../deps.js';
 import { classifyError } from '../errors.js';
 import type { SessionLayer } from '../http/session.js';
-import { findMerchantByAppkey } from '../resolvers/merchant.js';
+import { findPusherAppMerchant } from '../resolvers/merchant.js';
 import { type Connection, type ConnectionCore, type ConnectionEnd, ConnectionRefused } from './connection.js';
 import type { Fanout } from './fanout.js';
 import {
@@ -133,11 +133,13 @@ async function openPusherConnection(
   pusher = opened;
   socket.once('close', () => opened.closed());
 
-  let merchant: Awaited<ReturnType<typeof findMerchantByAppkey>>;
+  let merchant: Awaited<ReturnType<typeof findPusherAppMerchant>>;
   try {
-    merchant = await findMerchantByAppkey(deps, appkey);
+    merchant = await findPusherAppMerchant(deps, appkey, connection.address);
   } catch (error) {
-    if (classifyError(error).code !== 'SERVICE_UNAVAILABLE') throw error;
+    const refusal = classifyError(error);
+    if (refusal.code === 'RATE_LIMITED') return connection.end('rate_limited', refusal.message);
+    if (refusal.code !== 'SERVICE_UNAVAILABLE') throw error;
     return connection.end('try_later', 'Service unavailable: retry later');
   }
   if (!merchant) return socket.close(PusherCloseCode.ApplicationDoesNotExist, 'Application does not exist');

@@ -4,7 +4,7 @@ import type { Limit } from '../../stores/rate-limits.js';
 
 /**
  * Budgets on failed credential lookups per client address (issue 27): an unknown or revoked
- * visitor token costs a database lookup that no cache can answer,
+ * visitor token, or an unknown Pusher appkey, costs a database lookup that no cache can answer,
  * and anyone on the internet can make one. Only failures are counted (a real client's credential
  * never fails again and again); an address past its budget is refused RATE_LIMITED before the
  * lookup. The limiter's store being down is not the visitor's fault: the check then lets the
@@ -56,4 +56,16 @@ export const visitorTokenFailures = (deps: Deps) =>
       durationSeconds: 60,
     },
     'invalid visitor tokens',
+  );
+
+/** Pusher upgrades naming an unknown appkey per client address: PUSHER_UNKNOWN_APPKEYS_PER_MINUTE. */
+export const unknownAppkeys = (deps: Deps) =>
+  failedLookups(
+    deps,
+    {
+      name: 'pusher-unknown-appkeys',
+      points: deps.config.hardening.pusherUnknownAppkeysPerMinute,
+      durationSeconds: 60,
+    },
+    'unknown appkeys',
   );
