@@ -58,26 +58,6 @@ export function createSessionLayer(config: Config, redis: Redis | undefined): Se
     return unsigned === false ? undefined : unsigned;
   };
 
-  // express-session only reads cookies: present a `token` header/query as the signed cookie.
-  const tokenAsCookie: RequestHandler = (req, res, next) => {
-    try {
-      const token = tokenOf(req);
-      if (token !== undefined) {
-        const others = (req.headers.cookie ?? '')
-          .split(';')
-          .map((c) => c.trim())
-          .filter((c) => c && !c.startsWith(`${SESSION_COOKIE}=`));
-        req.headers.cookie = [...others, `${SESSION_COOKIE}=${encodeURIComponent(`s:${sign(token, secret)}`)}`].join(
-          '; ',
-        );
-        keepTokenOutOfCookie(req, res, token);
-      }
-      next();
-    } catch (error) {
-      next(error);
-    }
-  };
-
   const sessionMiddleware = session({
     name: SESSION_COOKIE,
     secret,
@@ -97,36 +77,61 @@ export function createSessionLayer(config: Config, redis: Redis | undefined): Se
   });
 
   return {
-    middleware: [tokenAsCookie, sessionMiddleware],
+    middleware: [tokenAsCookie(secret), sessionMiddleware],
     sessionIdOf,
     store,
-    storedPort: (sid) => portOver(sid, promisify<string, SessionData | null | undefined>(store.get.bind(store))),
+    storedPort: (sid) => portOver(store, sid, promisify<string, SessionData | null | undefined>(store.get.bind(store))),
     // MemoryStore's get does not roll the lifetime; the Redis store's does (GETEX), so it peeks.
     peekPort: (sid) =>
       portOver(
+        store,
         sid,
         store instanceof RollingRedisStore
           ? (id) => store.peek(id)
           : promisify<string, SessionData | null | undefined>(store.get.bind(store)),
       ),
   };
+}
 
-  async function portOver(
-    sid: string,
-    read: (sid: string) => Promise<SessionData | null | undefined>,
-  ): Promise<SessionPort | undefined> {
-    const data = await read(sid);
-    if (!data) return undefined;
-    return {
-      id: sid,
-      state: data,
-      regenerate: async () => {
-        throw new Error('a stored session cannot be regenerated outside an HTTP request');
-      },
-      save: () => promisify<string, SessionData, void>(store.set.bind(store))(sid, data),
-      destroy: () => promisify<string, void>(store.destroy.bind(store))(sid),
-    };
-  }
+/** express-session only reads cookies: presents a `token` header/query as the signed session cookie. */
+function tokenAsCookie(secret: string): RequestHandler {
+  return (req, res, next) => {
+    try {
+      const token = tokenOf(req);
+      if (token !== undefined) {
+        const others = (req.headers.cookie ?? '')
+          .split(';')
+          .map((c) => c.trim())
+          .filter((c) => c && !c.startsWith(`${SESSION_COOKIE}=`));
+        req.headers.cookie = [...others, `${SESSION_COOKIE}=${encodeURIComponent(`s:${sign(token, secret)}`)}`].join(
+          '; ',
+        );
+        keepTokenOutOfCookie(req, res, token);
+      }
+      next();
+    } catch (error) {
+      next(error);
+    }
+  };
+}
+
+/** A SessionPort over the Session `sid` as stored (read through `read`), outside an HTTP request. */
+async function portOver(
+  store: Store,
+  sid: string,
+  read: (sid: string) => Promise<SessionData | null | undefined>,
+): Promise<SessionPort | undefined> {
+  const data = await read(sid);
+  if (!data) return undefined;
+  return {
+    id: sid,
+    state: data,
+    regenerate: async () => {
+      throw new Error('a stored session cannot be regenerated outside an HTTP request');
+    },
+    save: () => promisify<string, SessionData, void>(store.set.bind(store))(sid, data),
+    destroy: () => promisify<string, void>(store.destroy.bind(store))(sid),
+  };
 }
 
 /**
