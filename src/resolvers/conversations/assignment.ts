@@ -92,21 +92,7 @@ export async function assignMany(
 ): Promise<ConversationContext[]> {
   if (decided.length === 0) return [];
   const by: AssignedBy = 'routing';
-  const items = decided.map(({ ctx, agent }) => {
-    const m = joinedMessage(agent, by);
-    const item = { sender_type: m.senderType, type: m.type, content: preview(m.content), created_at: now };
-    return sql`(${ctx.conversation.id}, ${agent.id}, ${ctx.conversation.version}::int, ${JSON.stringify(item)}::jsonb)`;
-  });
-  const updated = rowsOf<{ id: string; last_seq: number; version: number }>(
-    await tx.execute(sql`
-      update conversations c
-      set state = 'active', agent_id = v.agent_id, version = c.version + 1, assigned_at = ${new Date(now).toISOString()}::timestamptz,
-          last_seq = c.last_seq + 1, timestamp = ${Math.floor(now / 1000)}, left_at = null, left_reason = null,
-          items = jsonb_build_array(v.item || jsonb_build_object('seq', c.last_seq + 1))
-      from (values ${sql.join(items, sql`, `)}) as v(id, agent_id, version, item)
-      where c.id = v.id and c.state = 'queued' and c.version = v.version
-      returning c.id, c.last_seq, c.version`),
-  );
+  const updated = await activateQueued(tx, decided, by, now);
   const byId = new Map(updated.map((r) => [r.id, r]));
   const done = decided.filter(({ ctx }) => byId.has(ctx.conversation.id));
   if (done.length === 0) return [];
@@ -149,6 +135,44 @@ export async function assignMany(
     )
     .returning();
   const messageOf = new Map(stored.map((m) => [m.conversationId, toMessageView(m)]));
+  await enqueueRows(tx, assignmentOutboxRows(done, messageOf, by, now));
+  return done.map((d) => d.ctx);
+}
+
+/**
+ * The pass's compare-and-set: each conversation still queued at its version becomes active with
+ * its agent, and takes the seq of its system message.
+ */
+async function activateQueued(
+  tx: Tx,
+  decided: { ctx: ConversationContext; agent: Agent }[],
+  by: AssignedBy,
+  now: number,
+) {
+  const items = decided.map(({ ctx, agent }) => {
+    const m = joinedMessage(agent, by);
+    const item = { sender_type: m.senderType, type: m.type, content: preview(m.content), created_at: now };
+    return sql`(${ctx.conversation.id}, ${agent.id}, ${ctx.conversation.version}::int, ${JSON.stringify(item)}::jsonb)`;
+  });
+  return rowsOf<{ id: string; last_seq: number; version: number }>(
+    await tx.execute(sql`
+      update conversations c
+      set state = 'active', agent_id = v.agent_id, version = c.version + 1, assigned_at = ${new Date(now).toISOString()}::timestamptz,
+          last_seq = c.last_seq + 1, timestamp = ${Math.floor(now / 1000)}, left_at = null, left_reason = null,
+          items = jsonb_build_array(v.item || jsonb_build_object('seq', c.last_seq + 1))
+      from (values ${sql.join(items, sql`, `)}) as v(id, agent_id, version, item)
+      where c.id = v.id and c.state = 'queued' and c.version = v.version
+      returning c.id, c.last_seq, c.version`),
+  );
+}
+
+/** The pass's events, in order per conversation: the system message, then the assignment (channels and webhooks). */
+function assignmentOutboxRows(
+  done: { ctx: ConversationContext; agent: Agent }[],
+  messageOf: Map<string, ReturnType<typeof toMessageView>>,
+  by: AssignedBy,
+  now: number,
+): OutboxRow[] {
   const rows: OutboxRow[] = [];
   for (const { ctx, agent } of done) {
     const c = ctx.conversation;
@@ -164,6 +188,5 @@ export async function assignMany(
       rows.push(outboxRow(key, channel, 'conversation.assigned', data));
     rows.push(webhookOutboxRow(key, c.merchantId, c.id, 'conversation.assigned', data, now));
   }
-  await enqueueRows(tx, rows);
-  return done.map((d) => d.ctx);
+  return rows;
 }
