@@ -57,20 +57,15 @@ export function createWorkPool(o: WorkPoolOptions): WorkPool {
       retryAfter,
     );
 
-  const add = (map: Map<string, number>, tenant: string, n: number) => {
-    const v = (map.get(tenant) ?? 0) + n;
-    if (v === 0) map.delete(tenant);
-    else map.set(tenant, v);
-  };
   const fits = (tenant: string) =>
     running < o.slots && (runningOf.get(tenant) ?? 0) < o.slotsPerTenant && !(running > 0 && o.deferred?.(tenant));
   const take = (tenant: string) => {
     running++;
-    add(runningOf, tenant, 1);
+    addCount(runningOf, tenant, 1);
   };
   const release = (tenant: string) => {
     running--;
-    add(runningOf, tenant, -1);
+    addCount(runningOf, tenant, -1);
     // The oldest waiter whose tenant has room goes next (a tenant at its share does not block the line).
     for (let i = 0; i < line.length && running < o.slots; i++) {
       const w = line[i] as Waiter;
@@ -78,7 +73,7 @@ export function createWorkPool(o: WorkPoolOptions): WorkPool {
       line.splice(i, 1);
       i--;
       clearTimeout(w.timer);
-      add(waitingOf, w.tenant, -1);
+      addCount(waitingOf, w.tenant, -1);
       take(w.tenant);
       w.start();
     }
@@ -91,30 +86,9 @@ export function createWorkPool(o: WorkPoolOptions): WorkPool {
         take(tenant);
       } else {
         if ((waitingOf.get(tenant) ?? 0) >= o.queuePerTenant) throw busy(`${o.queuePerTenant} jobs already waiting`);
-        await new Promise<void>((resolve, reject) => {
-          const leave = (error: unknown) => {
-            const at = line.indexOf(waiter);
-            if (at < 0) return;
-            line.splice(at, 1);
-            clearTimeout(waiter.timer);
-            add(waitingOf, tenant, -1);
-            signal?.removeEventListener('abort', aborted);
-            reject(error);
-          };
-          const aborted = () => leave(signal?.reason);
-          const waiter: Waiter = {
-            tenant,
-            start: () => {
-              signal?.removeEventListener('abort', aborted);
-              resolve();
-            },
-            timer: setTimeout(() => leave(busy(`no slot within ${o.queueTimeoutMs} ms`)), o.queueTimeoutMs),
-          };
-          waiter.timer.unref();
-          line.push(waiter);
-          add(waitingOf, tenant, 1);
-          signal?.addEventListener('abort', aborted, { once: true });
-        });
+        await waitInLine({ line, waitingOf, tenant, signal }, o.queueTimeoutMs, () =>
+          busy(`no slot within ${o.queueTimeoutMs} ms`),
+        );
       }
       try {
         return await work();
@@ -124,4 +98,51 @@ export function createWorkPool(o: WorkPoolOptions): WorkPool {
     },
     load: () => ({ running, waiting: line.length }),
   };
+}
+
+/** Adds `n` to a tenant's count; a tenant at zero is forgotten. */
+function addCount(map: Map<string, number>, tenant: string, n: number) {
+  const v = (map.get(tenant) ?? 0) + n;
+  if (v === 0) map.delete(tenant);
+  else map.set(tenant, v);
+}
+
+/**
+ * Joins the line and resolves when a released slot starts it; leaves the line and rejects when
+ * `timeoutMs` pass first (with `timedOut()`) or the signal aborts (with its reason).
+ */
+function waitInLine(
+  {
+    line,
+    waitingOf,
+    tenant,
+    signal,
+  }: { line: Waiter[]; waitingOf: Map<string, number>; tenant: string; signal?: AbortSignal },
+  timeoutMs: number,
+  timedOut: () => unknown,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const leave = (error: unknown) => {
+      const at = line.indexOf(waiter);
+      if (at < 0) return;
+      line.splice(at, 1);
+      clearTimeout(waiter.timer);
+      addCount(waitingOf, tenant, -1);
+      signal?.removeEventListener('abort', aborted);
+      reject(error);
+    };
+    const aborted = () => leave(signal?.reason);
+    const waiter: Waiter = {
+      tenant,
+      start: () => {
+        signal?.removeEventListener('abort', aborted);
+        resolve();
+      },
+      timer: setTimeout(() => leave(timedOut()), timeoutMs),
+    };
+    waiter.timer.unref();
+    line.push(waiter);
+    addCount(waitingOf, tenant, 1);
+    signal?.addEventListener('abort', aborted, { once: true });
+  });
 }
