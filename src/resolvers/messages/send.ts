@@ -145,25 +145,17 @@ async function storeSend(
       // The row lock orders concurrent sends of the conversation, on every instance.
       const bumped = await bumpOpenConversation(deps, tx, viewer.merchantId, visitorId, message, now);
       if (!bumped) throw new DomainError('CONVERSATION_CLOSED', 'This conversation is closed');
-      if (viewer.kind === 'agent') {
-        if (bumped.state !== 'active')
-          throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
-        if (bumped.target.agentId !== viewer.agentId)
-          throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
-      }
-      // Checked under the row lock the hand-off takes too: once handed off, no bot message gets in.
-      if (viewer.kind === 'bot' && bumped.botId !== viewer.botId)
-        throw new DomainError('HANDED_OFF', 'This conversation is not held by this bot (handed off to the agents)');
-      let attachment: AttachmentView | null = null;
+      requireHolder(viewer, bumped);
       // A finished upload of this sender and merchant, of this kind; marked referenced (attachments.ts).
-      if (input.attachmentId)
-        attachment = await claimAttachmentForMessage(
-          deps,
-          tx as unknown as Db,
-          uploaderOf(viewer as ChatViewer),
-          input.attachmentId,
-          input.type as Exclude<typeof input.type, 'text'>,
-        );
+      const attachment: AttachmentView | null = input.attachmentId
+        ? await claimAttachmentForMessage(
+            deps,
+            tx as unknown as Db,
+            uploaderOf(viewer as ChatViewer),
+            input.attachmentId,
+            input.type as Exclude<typeof input.type, 'text'>,
+          )
+        : null;
       began = Date.now();
       // A copy committed before (a retry, in any conversation of the visitor) makes this fail on
       // messages_sender_client_msg_id: answered with that copy below.
@@ -201,4 +193,17 @@ async function storeSend(
   if (result.claimed) await publishClaimed(deps, key, result.claimed, began);
   else await publishOutbox(deps, key);
   return { message: result.view, conversationState: result.state, duplicate: false };
+}
+
+/** Under the conversation's row lock: an agent sends only in its own active conversation, a bot only while it holds one. */
+function requireHolder(viewer: SenderViewer, bumped: NonNullable<Awaited<ReturnType<typeof bumpOpenConversation>>>) {
+  if (viewer.kind === 'agent') {
+    if (bumped.state !== 'active')
+      throw new DomainError('NOT_ASSIGNED', 'This conversation has no agent yet: claim it first');
+    if (bumped.target.agentId !== viewer.agentId)
+      throw new DomainError('NOT_ASSIGNED', 'This conversation is assigned to another agent');
+  }
+  // Checked under the row lock the hand-off takes too: once handed off, no bot message gets in.
+  if (viewer.kind === 'bot' && bumped.botId !== viewer.botId)
+    throw new DomainError('HANDED_OFF', 'This conversation is not held by this bot (handed off to the agents)');
 }
