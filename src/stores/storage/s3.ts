@@ -22,36 +22,13 @@ type S3Settings = NonNullable<AttachmentsConfig['s3']>;
  * once it is complete.
  */
 export function s3ObjectStorage(settings: S3Settings): ObjectStorage {
-  const client = new S3Client({
-    region: settings.region,
-    endpoint: settings.endpoint,
-    forcePathStyle: settings.forcePathStyle,
-    credentials:
-      settings.accessKeyId && settings.secretAccessKey
-        ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
-        : undefined,
-    // Only compute checksums where the API requires them (S3-compatible servers differ on the newer ones).
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
+  const client = s3Client(settings);
   const Bucket = settings.bucket;
   const fullKey = (key: string) => {
     if (!isSafeKey(key)) throw new Error(`unsafe object key: ${key}`);
     return settings.keyPrefix + key;
   };
-  /** ListObjectsV2, a page (up to 1,000 objects) at a time, the keys without S3_KEY_PREFIX. */
-  async function* pages(prefix: string) {
-    let token: string | undefined;
-    do {
-      const page = await client.send(
-        new ListObjectsV2Command({ Bucket, Prefix: settings.keyPrefix + prefix, ContinuationToken: token }),
-      );
-      yield (page.Contents ?? []).flatMap((o) =>
-        o.Key ? [{ key: o.Key.slice(settings.keyPrefix.length), lastModified: o.LastModified }] : [],
-      );
-      token = page.IsTruncated ? page.NextContinuationToken : undefined;
-    } while (token);
-  }
+  const pages = (prefix: string) => listPages(client, settings, prefix);
   return {
     driver: 's3',
     async putFile(key, path, opts) {
@@ -108,6 +85,40 @@ export function s3ObjectStorage(settings: S3Settings): ObjectStorage {
       client.destroy();
     },
   };
+}
+
+/** The client of the configured endpoint and credentials. */
+function s3Client(settings: S3Settings): S3Client {
+  return new S3Client({
+    region: settings.region,
+    endpoint: settings.endpoint,
+    forcePathStyle: settings.forcePathStyle,
+    credentials:
+      settings.accessKeyId && settings.secretAccessKey
+        ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
+        : undefined,
+    // Only compute checksums where the API requires them (S3-compatible servers differ on the newer ones).
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}
+
+/** ListObjectsV2, a page (up to 1,000 objects) at a time, the keys without S3_KEY_PREFIX. */
+async function* listPages(client: S3Client, settings: S3Settings, prefix: string) {
+  let token: string | undefined;
+  do {
+    const page = await client.send(
+      new ListObjectsV2Command({
+        Bucket: settings.bucket,
+        Prefix: settings.keyPrefix + prefix,
+        ContinuationToken: token,
+      }),
+    );
+    yield (page.Contents ?? []).flatMap((o) =>
+      o.Key ? [{ key: o.Key.slice(settings.keyPrefix.length), lastModified: o.LastModified }] : [],
+    );
+    token = page.IsTruncated ? page.NextContinuationToken : undefined;
+  } while (token);
 }
 
 /**
