@@ -1,12 +1,13 @@
 import type { Redis } from 'ioredis';
 import {
   type BusOptions,
-  type ChannelEvent,
   createBus,
   DEFAULT_MAX_QUEUED_EVENTS,
   type EventBus,
+  type HistoryBackend,
   isLost,
 } from './bus.js';
+import { followLiveEvents, fromStream, type RedisBusNames, redisBusNames } from './bus-redis-live.js';
 
 /** A Lua script registered once on a client (EVALSHA, keys prefixed by the client's keyPrefix). */
 function script(redis: Redis, name: string, numberOfKeys: number, lua: string) {
@@ -53,106 +54,81 @@ local id = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - 
 redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
 return id`;
 
+/** The Redis bus's own settings, besides BusOptions. */
+interface RedisBusOptions {
+  redis: Redis;
+  /** A second connection for SUBSCRIBE (a subscribed connection can run nothing else). */
+  subscriber: Redis;
+  prefix: string;
+  historySize: number;
+  historyTtlSeconds?: number;
+}
+
 /**
  * Redis bus: each channel's history is a Stream of the last `historySize` entries, kept
  * `historyTtlSeconds` after the last event, beside a small key holding its floor; live delivery
- * is Redis pub/sub. Keys go through the client's keyPrefix; pub/sub topics are prefixed here
- * (the subscriber connection has no keyPrefix, and topics are not keys).
+ * is Redis pub/sub (bus-redis-live.ts, with the key and topic names).
  */
-export function redisEventBus(
-  opts: BusOptions & {
-    redis: Redis;
-    /** A second connection for SUBSCRIBE (a subscribed connection can run nothing else). */
-    subscriber: Redis;
-    prefix: string;
-    historySize: number;
-    historyTtlSeconds?: number;
-  },
-): EventBus {
-  const { redis, subscriber, prefix } = opts;
-  const ttlMs = (opts.historyTtlSeconds ?? 86_400) * 1000;
-  const streamKey = (channel: string) => `stream:${channel}`;
-  const floorKey = (channel: string) => `stream-floor:${channel}`;
-  const topic = (channel: string) => `${prefix}events:${channel}`;
-  const channelOf = (t: string) => t.slice(`${prefix}events:`.length);
-  const append = script(redis, 'parleyBusAppend', 2, APPEND_LUA);
-  const cursorOf = script(redis, 'parleyBusCursor', 2, CURSOR_LUA);
-
+export function redisEventBus(opts: BusOptions & RedisBusOptions): EventBus {
+  const names = redisBusNames(opts.prefix);
+  const history = redisHistory(opts, names);
   return createBus(
-    ({ deliver, cursors }) => {
-      const decode = (channel: string, id: string, json: string): ChannelEvent => {
-        const { event, data, at } = JSON.parse(json) as { event: string; data: unknown; at: string };
-        return { id, channel, event, data, at };
-      };
-      const fromStream = (channel: string, entries: [string, string[]][]) =>
-        entries.map(([id, fields]) => decode(channel, id, fields[1] ?? '{}'));
-      const onMessage = (t: string, message: string) => {
-        if (!t.startsWith(`${prefix}events:`)) return;
-        const space = message.indexOf(' ');
-        deliver(decode(channelOf(t), message.slice(0, space), message.slice(space + 1)));
-      };
-      // While the subscriber connection is down pub/sub delivers nothing: when it is back, fetch
-      // the missed events from the streams (the hubs drop any duplicate).
-      let downSince: number | undefined;
-      const onClose = () => {
-        downSince ??= Date.now();
-      };
-      const onReady = async () => {
-        if (downSince === undefined) return;
-        const fallback = `${downSince - 2000}-0`;
-        downSince = undefined;
-        for (const [channel, lastId] of cursors()) {
-          const after = lastId ?? fallback;
-          const entries = await redis.xrange(streamKey(channel), `(${after}`, '+').catch(() => []);
-          for (const e of fromStream(channel, entries)) deliver(e);
-        }
-      };
-      subscriber.on('message', onMessage);
-      subscriber.on('close', onClose);
-      subscriber.on('ready', onReady);
-
+    (hubs) => {
+      const stopFollowing = followLiveEvents({ ...opts, names }, hubs);
       return {
-        async append(channel, event, data, at, ephemeral) {
-          const payload = JSON.stringify({ event, data, at });
-          const id = (await append(
-            streamKey(channel),
-            floorKey(channel),
-            String(opts.historySize),
-            payload,
-            String(ttlMs),
-            topic(channel),
-            ephemeral ? '1' : '0',
-          )) as string;
-          return { id, channel, event, data, at };
-        },
-        async page(channel, after, limit) {
-          // One transaction, so no trim can fall between reading the floor and the entries.
-          const replies = await redis
-            .multi()
-            .get(floorKey(channel))
-            .xrange(streamKey(channel), `(${after}`, '+', 'COUNT', limit)
-            .exec();
-          const [floorReply, rangeReply] = replies ?? [];
-          if (!floorReply || !rangeReply || floorReply[0] || rangeReply[0]) {
-            throw floorReply?.[0] ?? rangeReply?.[0] ?? new Error('Redis transaction aborted');
-          }
-          const floor = floorReply[1] as string | null;
-          return { events: fromStream(channel, rangeReply[1] as [string, string[]][]), lost: isLost(after, floor) };
-        },
-        cursor: async (channel) => (await cursorOf(streamKey(channel), floorKey(channel), String(ttlMs))) as string,
+        ...history,
         async listen(channel) {
-          await subscriber.subscribe(topic(channel));
+          await opts.subscriber.subscribe(names.topic(channel));
         },
         async unlisten(channel) {
-          await subscriber.unsubscribe(topic(channel));
+          await opts.subscriber.unsubscribe(names.topic(channel));
         },
         async close() {
-          subscriber.off('message', onMessage);
-          subscriber.off('close', onClose);
-          subscriber.off('ready', onReady);
+          stopFollowing();
         },
       };
     },
     { maxQueued: opts.maxQueued ?? DEFAULT_MAX_QUEUED_EVENTS, onHistoryRead: opts.onHistoryRead },
   );
+}
+
+/** The kept history of the channels: appends (which also publish), pages and cursors, each one round trip. */
+function redisHistory(
+  opts: RedisBusOptions,
+  { streamKey, floorKey, topic }: RedisBusNames,
+): Pick<HistoryBackend, 'append' | 'page' | 'cursor'> {
+  const { redis } = opts;
+  const ttlMs = (opts.historyTtlSeconds ?? 86_400) * 1000;
+  const append = script(redis, 'parleyBusAppend', 2, APPEND_LUA);
+  const cursorOf = script(redis, 'parleyBusCursor', 2, CURSOR_LUA);
+  return {
+    async append(channel, event, data, at, ephemeral) {
+      const payload = JSON.stringify({ event, data, at });
+      const id = (await append(
+        streamKey(channel),
+        floorKey(channel),
+        String(opts.historySize),
+        payload,
+        String(ttlMs),
+        topic(channel),
+        ephemeral ? '1' : '0',
+      )) as string;
+      return { id, channel, event, data, at };
+    },
+    async page(channel, after, limit) {
+      // One transaction, so no trim can fall between reading the floor and the entries.
+      const replies = await redis
+        .multi()
+        .get(floorKey(channel))
+        .xrange(streamKey(channel), `(${after}`, '+', 'COUNT', limit)
+        .exec();
+      const [floorReply, rangeReply] = replies ?? [];
+      if (!floorReply || !rangeReply || floorReply[0] || rangeReply[0]) {
+        throw floorReply?.[0] ?? rangeReply?.[0] ?? new Error('Redis transaction aborted');
+      }
+      const floor = floorReply[1] as string | null;
+      return { events: fromStream(channel, rangeReply[1] as [string, string[]][]), lost: isLost(after, floor) };
+    },
+    cursor: async (channel) => (await cursorOf(streamKey(channel), floorKey(channel), String(ttlMs))) as string,
+  };
 }
