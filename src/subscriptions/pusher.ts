@@ -88,7 +88,8 @@ export function createPusherServer(
 /**
  * A new socket: the protocol version, the core's caps, the merchant of the appkey and the agent
  * Session of the upgrade, then `connection_established`. Messages that arrive meanwhile wait and
- * are handled in order once the connection is set up.
+ * are handled in order once the connection is set up. Each step closes the socket itself when it
+ * refuses it and then returns undefined.
  */
 async function openPusherConnection(
   shared: PusherServices,
@@ -96,18 +97,52 @@ async function openPusherConnection(
   request: IncomingMessage,
   entry: HeldSocket,
 ) {
-  const { deps, sessions, core, fanout } = shared;
   const url = new URL(request.url ?? '/', 'http://x');
   const appkey = PUSHER_PATH.exec(url.pathname)?.[1] as string;
-  const protocol = url.searchParams.get('protocol');
-  if (!protocol) return socket.close(PusherCloseCode.NoProtocolVersion, 'No protocol version supplied');
-  if (Number(protocol) !== PROTOCOL_VERSION) {
-    return socket.close(PusherCloseCode.UnsupportedProtocolVersion, `Unsupported protocol version ${protocol}`);
-  }
+  if (!acceptsProtocol(socket, url.searchParams.get('protocol'))) return;
   const early: string[] = [];
   const collect = (raw: unknown) => early.push(String(raw));
   socket.on('message', collect);
 
+  const opened = openOnCore(shared, socket, request);
+  if (!opened) return;
+  entry.connection = opened.connection;
+  socket.once('close', () => opened.closed());
+  const app = await appOf(shared.deps, appkey, opened.connection, socket);
+  if (!app) return;
+  if (!(await authenticateAgentSession(shared.sessions, request, opened.connection, app))) return;
+  if (socket.readyState !== socket.OPEN) return;
+
+  opened.begin(app);
+  socket.off('message', collect);
+  socket.on('message', (raw) => opened.receive(String(raw)));
+  opened.sendEvent('pusher:connection_established', {
+    socket_id: opened.socketId,
+    activity_timeout: ACTIVITY_TIMEOUT_SECONDS,
+  });
+  for (const raw of early) opened.receive(raw);
+}
+
+/** The `protocol` query parameter must name the version served; otherwise the socket is closed. */
+function acceptsProtocol(socket: WebSocket, protocol: string | null): boolean {
+  if (!protocol) {
+    socket.close(PusherCloseCode.NoProtocolVersion, 'No protocol version supplied');
+    return false;
+  }
+  if (Number(protocol) !== PROTOCOL_VERSION) {
+    socket.close(PusherCloseCode.UnsupportedProtocolVersion, `Unsupported protocol version ${protocol}`);
+    return false;
+  }
+  return true;
+}
+
+/**
+ * The socket on the connection core (its caps checked now), as a PusherConnection; the core
+ * reaches the socket through the hooks below. Closes the socket if the core refuses it.
+ */
+function openOnCore(shared: PusherServices, socket: WebSocket, request: IncomingMessage): PusherConnection | undefined {
+  const { core, fanout } = shared;
+  // The PusherConnection needs the core's Connection: the hooks reach it once it is made.
   let pusher: PusherConnection | undefined;
   let connection: Connection;
   try {
@@ -126,50 +161,67 @@ async function openPusherConnection(
     );
   } catch (error) {
     if (!(error instanceof ConnectionRefused)) throw error;
-    return socket.close(pusherCloseCodeOf[error.end], error.message);
+    socket.close(pusherCloseCodeOf[error.end], error.message);
+    return undefined;
   }
-  entry.connection = connection;
-  const opened = new PusherConnection(shared, socket, connection);
-  pusher = opened;
-  socket.once('close', () => opened.closed());
+  pusher = new PusherConnection(shared, socket, connection);
+  return pusher;
+}
 
+/**
+ * The merchant of the appkey, as the app the socket serves. An unknown appkey closes the socket
+ * (4001); a lookup refused by the failed-lookup budget or an unavailable database ends it.
+ */
+async function appOf(
+  deps: Deps,
+  appkey: string,
+  connection: Connection,
+  socket: WebSocket,
+): Promise<PusherApp | undefined> {
   let merchant: Awaited<ReturnType<typeof findPusherAppMerchant>>;
   try {
     merchant = await findPusherAppMerchant(deps, appkey, connection.address);
   } catch (error) {
     const refusal = classifyError(error);
-    if (refusal.code === 'RATE_LIMITED') return connection.end('rate_limited', refusal.message);
-    if (refusal.code !== 'SERVICE_UNAVAILABLE') throw error;
-    return connection.end('try_later', 'Service unavailable: retry later');
+    if (refusal.code === 'RATE_LIMITED') connection.end('rate_limited', refusal.message);
+    else if (refusal.code === 'SERVICE_UNAVAILABLE') connection.end('try_later', 'Service unavailable: retry later');
+    else throw error;
+    return undefined;
   }
-  if (!merchant) return socket.close(PusherCloseCode.ApplicationDoesNotExist, 'Application does not exist');
-  const app: PusherApp = { id: merchant.id, appkey: merchant.appkey };
+  if (!merchant) {
+    socket.close(PusherCloseCode.ApplicationDoesNotExist, 'Application does not exist');
+    return undefined;
+  }
+  return { id: merchant.id, appkey: merchant.appkey };
+}
 
-  // An agent's browser connects with its Session cookie (same origin as the workbench): its
-  // own channels are then allowed by name. A stale or absent Session leaves the connection
-  // anonymous (visitor channels by capability, `private-` channels by signature).
+/**
+ * An agent's browser connects with its Session cookie (same origin as the workbench): its own
+ * channels are then allowed by name. A stale or absent Session leaves the connection anonymous
+ * (visitor channels by capability, `private-` channels by signature). False when the core ended
+ * the connection for another reason (a cap, a budget).
+ */
+async function authenticateAgentSession(
+  sessions: PusherServices['sessions'],
+  request: IncomingMessage,
+  connection: Connection,
+  app: PusherApp,
+): Promise<boolean> {
   let sessionId: string | undefined;
   try {
     sessionId = sessions.sessionIdOf(request);
   } catch {
     sessionId = undefined;
   }
-  if (sessionId) {
-    try {
-      await connection.authenticate({ kind: 'agent', sessionId }, app.appkey);
-    } catch (error) {
-      if (!(error instanceof ConnectionRefused)) throw error;
-      if (error.end !== 'forbidden') return connection.end(error.end, error.message);
+  if (!sessionId) return true;
+  try {
+    await connection.authenticate({ kind: 'agent', sessionId }, app.appkey);
+  } catch (error) {
+    if (!(error instanceof ConnectionRefused)) throw error;
+    if (error.end !== 'forbidden') {
+      connection.end(error.end, error.message);
+      return false;
     }
   }
-  if (socket.readyState !== socket.OPEN) return;
-
-  opened.begin(app);
-  socket.off('message', collect);
-  socket.on('message', (raw) => opened.receive(String(raw)));
-  opened.sendEvent('pusher:connection_established', {
-    socket_id: opened.socketId,
-    activity_timeout: ACTIVITY_TIMEOUT_SECONDS,
-  });
-  for (const raw of early) opened.receive(raw);
+  return true;
 }
