@@ -241,8 +241,8 @@ export async function chargeRating(deps: Deps, viewer: VisitorViewer): Promise<v
 /**
  * Counts a visitor's typing notice (`/visitor/chat/typing`, `setTyping`): each reads the
  * conversation (two statements) before the per-conversation throttle can drop it, so a visitor's
- * have a budget per minute, far above what a widget sends (typing is throttled client-side to a
- * few a second; ours sends one per 3 s).
+ * notices have a budget per minute, far above what a widget sends (typing is throttled
+ * client-side to a few a second; ours sends one per 3 s).
  */
 export async function chargeTyping(deps: Deps, viewer: VisitorViewer): Promise<void> {
   await charge(deps, 'chat-typing', deps.config.chatLimits.typingPerMinute, 60, viewer.visitorId, 'typing notices');
