@@ -3,6 +3,7 @@ import { WebSocket } from 'ws';
 import { HttpClient, visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import type { CloseInfo } from '../support/ws.js';
+import { statementsOf } from './bootstrap.fixtures.js';
 
 /**
  * Issue 27: an unknown or revoked visitor token costs a database lookup that is never cached, so
@@ -20,16 +21,7 @@ afterAll(() => t?.stop());
 
 /** Token lookups (the visitor_tokens query) run while `fn` does. */
 async function lookupsDuring(fn: () => Promise<unknown>): Promise<number> {
-  let lookups = 0;
-  const stop = t.app.deps.database.onQuery((sql) => {
-    if (sql.includes('"visitor_tokens"')) lookups++;
-  });
-  try {
-    await fn();
-  } finally {
-    stop();
-  }
-  return lookups;
+  return (await statementsOf(t.app.deps.database, fn)).filter((sql) => sql.includes('"visitor_tokens"')).length;
 }
 
 const restFrom = (address: string, token: string) =>
