@@ -18,7 +18,9 @@ export const chatLimitVariables = {
   CHAT_READ_MARKS_PER_MINUTE: int(1, 10_000_000).default(300),
   CHAT_RATINGS_PER_HOUR: int(1, 1_000_000).default(10),
   CHAT_TYPING_PER_MINUTE: int(1, 10_000_000).default(600),
+  CHAT_MERCHANT_TYPING_PER_MINUTE: int(1, 100_000_000).default(6000),
   CHAT_ASSIGNS_PER_MINUTE: int(1, 10_000_000).default(120),
+  CHAT_MERCHANT_ASSIGNS_PER_MINUTE: int(1, 100_000_000).default(1200),
 };
 
 export interface ChatLimitSettings {
@@ -59,8 +61,12 @@ export interface ChatLimitSettings {
     ratingsPerHour: number;
     /** Typing notices a visitor may send per minute (`setTyping`, `/visitor/chat/typing`), throttled ones included. */
     typingPerMinute: number;
+    /** Typing notices one merchant's visitors may send per minute, all together (counted after each visitor's own). */
+    merchantTypingPerMinute: number;
     /** Assign calls a visitor may make per minute (`assign`, `/visitor/chat/assign`), repeats on an open conversation included. */
     assignsPerMinute: number;
+    /** Assign calls one merchant's visitors may make per minute, all together (counted after each visitor's own). */
+    merchantAssignsPerMinute: number;
   };
 }
 
@@ -83,7 +89,9 @@ export function readChatLimitSettings(e: Parsed<typeof chatLimitVariables>): Cha
       readMarksPerMinute: e.CHAT_READ_MARKS_PER_MINUTE,
       ratingsPerHour: e.CHAT_RATINGS_PER_HOUR,
       typingPerMinute: e.CHAT_TYPING_PER_MINUTE,
+      merchantTypingPerMinute: e.CHAT_MERCHANT_TYPING_PER_MINUTE,
       assignsPerMinute: e.CHAT_ASSIGNS_PER_MINUTE,
+      merchantAssignsPerMinute: e.CHAT_MERCHANT_ASSIGNS_PER_MINUTE,
     },
   };
 }

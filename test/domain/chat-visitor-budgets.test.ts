@@ -14,9 +14,11 @@ import { answerOrRefusal, withChatLimits } from '../support/budgets.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
- * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts, ratings, typing notices and assign calls are
- * counted per visitor before any statement, refused RATE_LIMITED with the wait (REST 1429 with
- * `Retry-After`, GraphQL `RATE_LIMITED`), and another visitor is not held back.
+ * Issue 27 (every visitor action has a budget): a visitor's reads, read receipts, ratings, typing
+ * notices and assign calls are counted per visitor before any statement (reads, typing notices and
+ * assign calls per merchant too, after the visitor's own), refused RATE_LIMITED with the wait
+ * (REST 1429 with `Retry-After`, GraphQL `RATE_LIMITED`), and another visitor (or merchant) is not
+ * held back.
  */
 let deps: TestDeps;
 let f: Factories;
@@ -99,6 +101,11 @@ describe('a merchant’s visitors share CHAT_MERCHANT_VISITOR_READS_PER_MINUTE',
     const other = await f.visitor(await f.merchant());
     expect(await answer(listMessages(budget, other, { limit: 20 }))).toBe('answered');
   });
+
+  it('a token past its own read budget does not spend its merchant’s', async () => {
+    const budget = limited({ visitorReadsPerMinute: 2, merchantVisitorReadsPerMinute: 4 });
+    await merchantShare((d, visitor) => listMessages(d, visitor, { limit: 20 }), budget);
+  });
 });
 
 describe('a visitor’s read receipts have CHAT_READ_MARKS_PER_MINUTE', () => {
@@ -165,14 +172,58 @@ describe('a visitor’s assign calls have CHAT_ASSIGNS_PER_MINUTE', () => {
   });
 });
 
-it('the defaults are documented values: 600 reads, 300 read receipts, 600 typing notices and 120 assign calls per visitor and minute, 6,000 reads per merchant and minute, 10 ratings per hour', () => {
+/**
+ * Fresh visitors of one merchant, each within its own budget of `act` (2 a minute here), against
+ * the merchant's (4): a token past its own budget does not spend the merchant's, the merchant's
+ * is then spent by its other tokens, a fresh one is refused before any statement, and another
+ * merchant's visitor is not held back.
+ */
+async function merchantShare(
+  act: (budget: Deps, visitor: Awaited<ReturnType<Factories['visitor']>>) => Promise<unknown>,
+  budget: Deps,
+) {
+  const m = await f.merchant();
+  await f.online(await f.agent(m));
+  const [a, b, fresh] = [await f.visitor(m), await f.visitor(m), await f.visitor(m)];
+  for (let i = 0; i < 2; i++) expect(await answer(act(budget, a))).toBe('answered');
+  // Refused by a's own budget: its merchant's is not spent, so b still gets its two.
+  const own = await counted(() => act(budget, a));
+  expect(own.answer).toMatchObject({ code: 'RATE_LIMITED' });
+  expect(own.statements).toBe(0);
+  for (let i = 0; i < 2; i++) expect(await answer(act(budget, b))).toBe('answered');
+  // The merchant's four are spent: a fresh token's first call is refused before any statement.
+  const refused = await counted(() => act(budget, fresh));
+  expect(refused.answer).toMatchObject({ code: 'RATE_LIMITED' });
+  expect((refused.answer as { retryAfter: number }).retryAfter).toBeGreaterThan(0);
+  expect(refused.statements).toBe(0);
+  const other = await f.visitor(await f.merchant());
+  expect(await answer(act(budget, other))).toBe('answered');
+}
+
+describe('a merchant’s visitors share CHAT_MERCHANT_TYPING_PER_MINUTE', () => {
+  it('fresh visitors each within their own budget are refused past the merchant’s, before any statement; one past its own does not spend it; another merchant is not', async () => {
+    const budget = limited({ typingPerMinute: 2, merchantTypingPerMinute: 4 });
+    await merchantShare((d, visitor) => setTyping(d, visitor, { typing: true }), budget);
+  });
+});
+
+describe('a merchant’s visitors share CHAT_MERCHANT_ASSIGNS_PER_MINUTE', () => {
+  it('fresh visitors each within their own budget are refused past the merchant’s, before any statement; one past its own does not spend it; another merchant is not', async () => {
+    const budget = limited({ assignsPerMinute: 2, merchantAssignsPerMinute: 4 });
+    await merchantShare((d, visitor) => assignAgent(d, visitor), budget);
+  });
+});
+
+it('the defaults are documented values: 600 reads, 300 read receipts, 600 typing notices and 120 assign calls per visitor and minute, 6,000 reads, 6,000 typing notices and 1,200 assign calls per merchant and minute, 10 ratings per hour', () => {
   expect(loadConfig({ NODE_ENV: 'test' }).chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
     merchantVisitorReadsPerMinute: 6000,
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
     typingPerMinute: 600,
+    merchantTypingPerMinute: 6000,
     assignsPerMinute: 120,
+    merchantAssignsPerMinute: 1200,
   });
   expect(deps.config.chatLimits).toMatchObject({
     visitorReadsPerMinute: 600,
@@ -180,6 +231,8 @@ it('the defaults are documented values: 600 reads, 300 read receipts, 600 typing
     readMarksPerMinute: 300,
     ratingsPerHour: 10,
     typingPerMinute: 600,
+    merchantTypingPerMinute: 6000,
     assignsPerMinute: 120,
+    merchantAssignsPerMinute: 1200,
   });
 });

@@ -187,24 +187,46 @@ export async function chargeHumanRequest(deps: Deps, viewer: VisitorViewer): Pro
 }
 
 /**
+ * Counts one visitor action against the visitor's budget per minute, then against its merchant's
+ * (all its visitors together): anyone can get fresh visitor tokens, so without the merchant's
+ * budget many tokens of one merchant, each within its own, could spend a shared instance's work
+ * away from the other merchants. The visitor's own first, stopping there when refused: one token
+ * past its budget does not spend its merchant's. One Redis round trip for both.
+ */
+async function chargeVisitorThenMerchant(
+  deps: Deps,
+  viewer: VisitorViewer,
+  budget: { visitor: string; merchant: string; perVisitor: number; perMerchant: number; what: string },
+): Promise<void> {
+  await deps.rateLimiter.consumeInOrder([
+    {
+      limit: { name: budget.visitor, points: budget.perVisitor, durationSeconds: 60 },
+      subject: viewer.visitorId,
+      message: wait(budget.what),
+    },
+    {
+      limit: { name: budget.merchant, points: budget.perMerchant, durationSeconds: 60 },
+      subject: viewer.merchantId,
+      message: wait(`${budget.what} from this merchant’s visitors`),
+    },
+  ]);
+}
+
+/**
  * Counts a visitor read (`/visitor/message/list`, `/visitor/chat/get`, `/visitor/data/get` and
  * their GraphQL fields): each is a few statements, so a visitor's reads share one budget per
- * minute, far above what the widget's loading, reconnecting and paging use; and a merchant's
- * visitors share one per minute, so fresh tokens (anyone gets one) cannot read the shared
- * instance away from other merchants. The visitor's own budget first: one token past it does not
- * spend its merchant's.
+ * minute, far above what the widget's loading, reconnecting and paging use, and its merchant's
+ * visitors one budget per minute together.
  */
 export async function chargeVisitorRead(deps: Deps, viewer: VisitorViewer): Promise<void> {
   const limits = deps.config.chatLimits;
-  await charge(deps, 'chat-visitor-reads', limits.visitorReadsPerMinute, 60, viewer.visitorId, 'reads');
-  await charge(
-    deps,
-    'chat-merchant-visitor-reads',
-    limits.merchantVisitorReadsPerMinute,
-    60,
-    viewer.merchantId,
-    'reads from this merchant’s visitors',
-  );
+  await chargeVisitorThenMerchant(deps, viewer, {
+    visitor: 'chat-visitor-reads',
+    merchant: 'chat-merchant-visitor-reads',
+    perVisitor: limits.visitorReadsPerMinute,
+    perMerchant: limits.merchantVisitorReadsPerMinute,
+    what: 'reads',
+  });
 }
 
 /**
@@ -242,19 +264,35 @@ export async function chargeRating(deps: Deps, viewer: VisitorViewer): Promise<v
  * Counts a visitor's typing notice (`/visitor/chat/typing`, `setTyping`): each reads the
  * conversation (two statements) before the per-conversation throttle can drop it, so a visitor's
  * notices have a budget per minute, far above what a widget sends (typing is throttled
- * client-side to a few a second; ours sends one per 3 s).
+ * client-side to a few a second; ours sends one per 3 s), and its merchant's visitors one
+ * together (chargeVisitorThenMerchant).
  */
 export async function chargeTyping(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await charge(deps, 'chat-typing', deps.config.chatLimits.typingPerMinute, 60, viewer.visitorId, 'typing notices');
+  const limits = deps.config.chatLimits;
+  await chargeVisitorThenMerchant(deps, viewer, {
+    visitor: 'chat-typing',
+    merchant: 'chat-merchant-typing',
+    perVisitor: limits.typingPerMinute,
+    perMerchant: limits.merchantTypingPerMinute,
+    what: 'typing notices',
+  });
 }
 
 /**
  * Counts a visitor's assign (`/visitor/chat/assign`, `assign`): a repeat while its conversation is
  * open changes nothing but still reads it (a few statements), so each call is counted before that
- * read, per visitor per minute (the widget assigns once per conversation it starts); a new
+ * read, per visitor per minute (the widget assigns once per conversation it starts) and per
+ * merchant per minute for all its visitors together (chargeVisitorThenMerchant); a new
  * conversation is counted by chargeConversationOpened besides. A first message that opens one
  * (send.ts) is counted as a message, not as an assign.
  */
 export async function chargeAssign(deps: Deps, viewer: VisitorViewer): Promise<void> {
-  await charge(deps, 'chat-assigns', deps.config.chatLimits.assignsPerMinute, 60, viewer.visitorId, 'assign calls');
+  const limits = deps.config.chatLimits;
+  await chargeVisitorThenMerchant(deps, viewer, {
+    visitor: 'chat-assigns',
+    merchant: 'chat-merchant-assigns',
+    perVisitor: limits.assignsPerMinute,
+    perMerchant: limits.merchantAssignsPerMinute,
+    what: 'assign calls',
+  });
 }
