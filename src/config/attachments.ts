@@ -20,6 +20,8 @@ export const attachmentVariables = {
   UPLOADS_PER_MINUTE: int(1, 10_000).default(20),
   UPLOAD_BYTES_PER_VISITOR_PER_HOUR: int(1024, 2 ** 50).default(200 * 1024 ** 2),
   UPLOAD_BYTES_PER_ADDRESS_PER_HOUR: int(1024, 2 ** 50).default(1024 ** 3),
+  ATTACHMENT_DOWNLOADS_PER_MINUTE: int(1, 10_000_000).default(1200),
+  ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR: int(1024, 2 ** 50).default(10 * 1024 ** 3),
   IMAGE_MAX_PIXELS: int(1, 1_000_000_000).default(16_777_216),
   IMAGE_WORKERS: int(1, 256).default(2),
   IMAGE_WORKERS_PER_MERCHANT: int(1, 256).default(1),
@@ -54,6 +56,10 @@ export interface AttachmentsConfig {
   uploadBytesPerVisitorPerHour: number;
   /** Bytes visitors from one client address may upload per hour, whatever their tokens. */
   uploadBytesPerAddressPerHour: number;
+  /** Downloads per client address (an agent's Session: per agent) per minute, signed URLs included. */
+  downloadsPerMinute: number;
+  /** Bytes downloaded per client address (an agent's Session: per agent) per hour. */
+  downloadBytesPerHour: number;
   /** The pixel budget of an image upload, every frame of an animation counted. */
   imageMaxPixels: number;
   /** Image re-encoding jobs at once on the instance. */
@@ -101,6 +107,8 @@ export function readAttachmentSettings(e: Parsed<typeof attachmentVariables>): A
       uploadsPerMinute: e.UPLOADS_PER_MINUTE,
       uploadBytesPerVisitorPerHour: e.UPLOAD_BYTES_PER_VISITOR_PER_HOUR,
       uploadBytesPerAddressPerHour: e.UPLOAD_BYTES_PER_ADDRESS_PER_HOUR,
+      downloadsPerMinute: e.ATTACHMENT_DOWNLOADS_PER_MINUTE,
+      downloadBytesPerHour: e.ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR,
       imageMaxPixels: e.IMAGE_MAX_PIXELS,
       imageWorkers: e.IMAGE_WORKERS,
       imageWorkersPerMerchant: e.IMAGE_WORKERS_PER_MERCHANT,

@@ -7,7 +7,8 @@ import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
 import { clientIp, pathOf, queryOf } from '../http/request.js';
 import { discardUpload } from '../resolvers/attachments/cleanup.js';
-import { type AttachmentVariant, authorizeDownload, rendersInline } from '../resolvers/attachments/download.js';
+import { type AttachmentVariant, authorizeDownload } from '../resolvers/attachments/download.js';
+import { chargeDownload, downloaderOf, spendDownloadBytes } from '../resolvers/attachments/download-budgets.js';
 import {
   ATTACHMENT_KINDS,
   declareKind,
@@ -19,6 +20,7 @@ import { receiveUpload } from '../resolvers/attachments/upload.js';
 import { type AttachmentView, attachmentWire, toAttachmentWire } from '../resolvers/event-catalog.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../resolvers/viewer.js';
 import type { ObjectStorage } from '../stores/storage/index.js';
+import { parseRange, writeHeaders } from './download-headers.js';
 import { sendError, sendOk } from './envelope.js';
 import { type AnyRoute, rawRoute } from './route.js';
 
@@ -102,6 +104,7 @@ const download = (variant: AttachmentVariant, path: string) =>
       403: 'A ticket agent without a signed URL (1403).',
       404: 'No such attachment for this caller (1404).',
       416: 'The range lies outside the file.',
+      429: 'Past a download budget of the client address, or of the agent of the Session (1429): `ATTACHMENT_DOWNLOADS_PER_MINUTE`, `ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR`; see Retry-After.',
     },
     handle: ({ deps, req, res, viewer }) => serveAttachment(deps, deps.storage, req, res, variant, async () => viewer),
   });
@@ -116,7 +119,8 @@ export const attachmentEndpoints: AnyRoute[] = [
 /**
  * Answers `GET /attachments/:id` (variant `file`) or `/attachments/:id/thumbnail`: authorized by
  * a valid signature or by `viewer` (resolved only when the URL is not validly signed); writes
- * the bytes, or a range of them, with the safe headers; any refusal is a 404 envelope.
+ * the bytes, or a range of them, with the safe headers; a refusal is an envelope (404, 403, or
+ * 429 past a download budget, charged before the attachment is looked up and its object opened).
  * For a route declaration: `handle: (ctx) => serveAttachment(ctx.deps, storage, ctx.req, ctx.res, 'file', async () => ctx.viewer)`.
  */
 async function serveAttachment(
@@ -128,6 +132,9 @@ async function serveAttachment(
   viewer: () => Promise<VisitorViewer | AgentViewer | undefined>,
 ): Promise<void> {
   try {
+    // Counted before anything is looked up or opened: a signed URL needs no identity (download-budgets.ts).
+    const who = downloaderOf(await viewer().catch(() => undefined), clientIp(req, deps.config));
+    await chargeDownload(deps, who);
     const id = String(req.params.id ?? '');
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(id)) throw new DomainError('NOT_FOUND', 'No such attachment');
     const query = queryOf(req);
@@ -140,72 +147,36 @@ async function serveAttachment(
     });
     const key = variant === 'file' ? row.storageKey : row.thumbnailKey;
     if (!key) throw new DomainError('NOT_FOUND', 'No such attachment');
-    const mime = variant === 'file' ? row.mime : 'image/webp';
     const size = variant === 'file' ? row.size : undefined;
     const range = size === undefined ? undefined : parseRange(req.headers.range, size);
     if (range === 'unsatisfiable') {
       res.status(416).setHeader('Content-Range', `bytes */${size}`).end();
       return;
     }
-    const body = await storage.get(key, range);
-    if (!body) throw new DomainError('NOT_FOUND', 'No such attachment');
-    res.setHeader('Content-Type', mime);
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    // Whatever it is, it never runs as a page of our origin (an HTML or SVG file opened directly).
-    res.setHeader('Content-Security-Policy', "default-src 'none'; sandbox");
-    res.setHeader('Cache-Control', 'private, max-age=300');
-    const inline = variant === 'thumbnail' || rendersInline(row);
-    res.setHeader('Content-Disposition', `${inline ? 'inline' : 'attachment'}; ${dispositionName(row.name)}`);
-    if (size !== undefined) res.setHeader('Accept-Ranges', 'bytes');
-    if (range && size !== undefined) {
-      res.status(206);
-      res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${size}`);
-      res.setHeader('Content-Length', String(range.end - range.start + 1));
-    } else if (size !== undefined) {
-      res.setHeader('Content-Length', String(size));
+    const announced = req.method === 'HEAD' ? 0 : range ? range.end - range.start + 1 : size;
+    const settle = await spendDownloadBytes(deps, who, announced);
+    let sent = 0;
+    try {
+      const body = await storage.get(key, range);
+      if (!body) throw new DomainError('NOT_FOUND', 'No such attachment');
+      writeHeaders(res, row, variant, size, range);
+      if (req.method === 'HEAD') {
+        body.destroy();
+        res.end();
+        return;
+      }
+      body.on('data', (chunk: Buffer) => {
+        sent += chunk.length;
+      });
+      await pipeline(body, res).catch(() => body.destroy());
+    } finally {
+      // A download cut short gives back the bytes it did not send.
+      await settle(sent).catch((error: unknown) => deps.log.warn({ err: error }, 'download budget not settled'));
     }
-    if (req.method === 'HEAD') {
-      body.destroy();
-      res.end();
-      return;
-    }
-    await pipeline(body, res).catch(() => body.destroy());
   } catch (error) {
     sendError(res, error, deps.log);
   }
 }
-
-/** One `bytes=` range (the first, when several are asked: the whole file is sent for none). */
-function parseRange(
-  header: string | undefined,
-  size: number,
-): { start: number; end: number } | undefined | 'unsatisfiable' {
-  if (!header) return undefined;
-  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!match) return undefined;
-  const [, from, to] = match;
-  if (from === '' && to === '') return undefined;
-  let start: number;
-  let end: number;
-  if (from === '') {
-    const suffix = Number(to);
-    if (suffix === 0) return 'unsatisfiable';
-    start = Math.max(0, size - suffix);
-    end = size - 1;
-  } else {
-    start = Number(from);
-    end = to === '' ? size - 1 : Math.min(Number(to), size - 1);
-  }
-  if (start >= size || start > end) return 'unsatisfiable';
-  return { start, end };
-}
-
-const dispositionName = (name: string) =>
-  `filename="${name.replace(/[^\x20-\x7e]/g, '_').replace(/[\\"]/g, '_')}"; filename*=UTF-8''${rfc5987(name)}`;
-
-/** RFC 5987 value characters: encodeURIComponent leaves ' ( ) * as they are. */
-const rfc5987 = (name: string) =>
-  encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 const kindOf = (value: string | null | undefined) => {
   if (value === null || value === undefined || value === '') return undefined;
