@@ -164,6 +164,13 @@ describeInBrowser('pages under hostile content: every user-controlled value is s
             timeout: 20_000,
           })
           .toEqual(expect.arrayContaining([value.visitorMessage, value.agentMessage]));
+        // Issue 27 row 8: each message's text is isolated (dir="auto") on both pages, so the
+        // right-to-left override inside it cannot reorder what surrounds it.
+        const dirs = await page
+          .locator('#messages li[data-message-id] .message-text')
+          .evaluateAll((texts) => texts.map((text) => text.getAttribute('dir')));
+        expect(dirs.length).toBeGreaterThanOrEqual(2);
+        expect(new Set(dirs)).toEqual(new Set(['auto']));
       }
 
       // An attachment with a hostile file name, sent by the visitor.
