@@ -11,12 +11,15 @@ export const realtimeVariables = {
   WS_MAX_SUBSCRIPTIONS_PER_ADDRESS: int(1, 10_000_000).default(1000),
   WS_MAX_SOCKETS: int(1, 10_000_000).default(10_000),
   WS_MAX_SUBSCRIPTIONS: int(1, 10_000_000).default(20_000),
+  WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(5000),
 };
 
 export interface RealtimeSettings {
   publicWsAddress?: string;
   presenceGraceSeconds: number;
   channelHistorySize: number;
+  /** A graphql-ws socket that sends no `connection_init` within this is closed with 4408. */
+  connectionInitTimeoutMs: number;
   /** Caps on real-time sockets and subscriptions (src/subscriptions/limits.ts, docs/security.md). */
   realtimeLimits: {
     socketsPerIdentity: number;
@@ -33,6 +36,7 @@ export function readRealtimeSettings(e: Parsed<typeof realtimeVariables>): Realt
     publicWsAddress: e.PUBLIC_WS_ADDRESS,
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,
     channelHistorySize: e.CHANNEL_HISTORY_SIZE,
+    connectionInitTimeoutMs: e.WS_CONNECTION_INIT_TIMEOUT_MS,
     realtimeLimits: {
       socketsPerIdentity: e.WS_MAX_SOCKETS_PER_IDENTITY,
       socketsPerAddress: e.WS_MAX_SOCKETS_PER_ADDRESS,

@@ -29,8 +29,6 @@ import { type Extra, GraphqlWsConnection, SLOW_REASON, type SocketContext } from
 import { presentedIdentity } from './ws-identity.js';
 import { documentFormatKeys, graphqlFormat, OperationHandle } from './ws-operation.js';
 
-/** A socket must send `connection_init` within this time. */
-const CONNECTION_INIT_WAIT_MS = 5000;
 /** Ping interval; a socket that does not answer a ping within it is terminated. */
 const KEEPALIVE_MS = 12_000;
 
@@ -107,7 +105,7 @@ export function createSubscriptionServer(
     record.initWait = setTimeout(() => {
       record.initWait = undefined;
       if (!record.ctx) socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout');
-    }, CONNECTION_INIT_WAIT_MS);
+    }, deps.config.connectionInitTimeoutMs);
     record.closed = server.opened(record, { socket });
   });
 

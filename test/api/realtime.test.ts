@@ -53,12 +53,19 @@ const refusal = async (sub: ChannelSubscription) => {
 /** PRESENCE_GRACE_SECONDS: how long an agent stays online after its last socket closes. */
 const GRACE_SECONDS = 1;
 const HISTORY_SIZE = 10;
+// The socket that never sends connection_init waits this out (5 s by default); the clients send it
+// as soon as their socket opens.
+const INIT_TIMEOUT_MS = 1000;
 
 // One gateway for most of the file, with a short presence grace period and a small history.
 let t: TestApp;
 beforeAll(async () => {
   t = await startTestApp({
-    env: { PRESENCE_GRACE_SECONDS: String(GRACE_SECONDS), CHANNEL_HISTORY_SIZE: String(HISTORY_SIZE) },
+    env: {
+      PRESENCE_GRACE_SECONDS: String(GRACE_SECONDS),
+      CHANNEL_HISTORY_SIZE: String(HISTORY_SIZE),
+      WS_CONNECTION_INIT_TIMEOUT_MS: String(INIT_TIMEOUT_MS),
+    },
   });
 });
 afterEach(() => closeAllSockets());
@@ -184,7 +191,9 @@ describe('real-time connection and channel authorization', () => {
   it('an unanswered connection_init times out (4408)', async () => {
     const { opened, closed } = rawSocket(t.wsUrl);
     await opened;
+    const openedAt = performance.now();
     expect((await closed).code).toBe(4408);
+    expect(performance.now() - openedAt).toBeGreaterThanOrEqual(INIT_TIMEOUT_MS - 50);
   });
 });
 
