@@ -382,10 +382,14 @@ describe('Delivery', () => {
     await dispatcher.stop();
     try {
       await testWebhookEndpoint(deps, admin, { endpointId: endpoint.id });
-      // The "killed" instance claimed it and never answered.
+      // The "killed" instance claimed it and never answered. Its lease is twice the attempt's
+      // timeout and a second: 2 s with a 500 ms timeout, not the 5 s of the file's 2 s (the
+      // delivery after it keeps 2 s).
+      deps.config.webhooks.timeoutMs = 500;
       const claimed = await claimDeliveries(deps, 100);
       expect(claimed.map((d) => d.endpointId)).toContain(endpoint.id);
     } finally {
+      deps.config.webhooks.timeoutMs = 2000;
       dispatcher.start();
     }
     await eventually(() => r.received.length === 1, 'delivered after the lease', 30_000);
