@@ -177,6 +177,10 @@ const serverEnv = (extra: Record<string, string> = {}) => ({
   WS_MAX_SUBSCRIPTIONS_PER_ADDRESS: '100000',
   WS_MAX_SOCKETS: '100000',
   WS_MAX_SUBSCRIPTIONS: '100000',
+  // Row 11 (reconnect storm) resumes 10,000 subscribers with since at once from one address,
+  // far above the replay budget of an address (2,000 a minute by default): raised with the caps.
+  WS_HISTORY_REPLAYS_PER_MINUTE: '10000000',
+  WS_HISTORY_REPLAYS_PER_ADDRESS_PER_MINUTE: '10000000',
   // The message path keeps 200 senders and the agents' sockets open from one address.
   MAX_CONNECTIONS_PER_ADDRESS: '0',
   // Row 9 sends back to back from every conversation of one merchant, far above the chat budgets

@@ -12,6 +12,8 @@ export const realtimeVariables = {
   WS_MAX_SOCKETS: int(1, 10_000_000).default(10_000),
   WS_MAX_SUBSCRIPTIONS: int(1, 10_000_000).default(20_000),
   WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(5000),
+  WS_HISTORY_REPLAYS_PER_MINUTE: int(1, 100_000_000).default(200),
+  WS_HISTORY_REPLAYS_PER_ADDRESS_PER_MINUTE: int(1, 100_000_000).default(2000),
 };
 
 export interface RealtimeSettings {
@@ -29,6 +31,13 @@ export interface RealtimeSettings {
     maxSockets: number;
     maxSubscriptions: number;
   };
+  /** Subscriptions with `since` (history replays) per minute (src/resolvers/budgets/history-replays.ts). */
+  historyReplays: {
+    /** Per identity, agent or visitor (default 200: twice WS_MAX_SUBSCRIPTIONS_PER_IDENTITY). */
+    perIdentityPerMinute: number;
+    /** Per client address (default 2,000: twice WS_MAX_SUBSCRIPTIONS_PER_ADDRESS). */
+    perAddressPerMinute: number;
+  };
 }
 
 export function readRealtimeSettings(e: Parsed<typeof realtimeVariables>): RealtimeSettings {
@@ -44,6 +53,10 @@ export function readRealtimeSettings(e: Parsed<typeof realtimeVariables>): Realt
       subscriptionsPerAddress: e.WS_MAX_SUBSCRIPTIONS_PER_ADDRESS,
       maxSockets: e.WS_MAX_SOCKETS,
       maxSubscriptions: e.WS_MAX_SUBSCRIPTIONS,
+    },
+    historyReplays: {
+      perIdentityPerMinute: e.WS_HISTORY_REPLAYS_PER_MINUTE,
+      perAddressPerMinute: e.WS_HISTORY_REPLAYS_PER_ADDRESS_PER_MINUTE,
     },
   };
 }

@@ -1,4 +1,5 @@
 import { DomainError } from '../errors.js';
+import { chargeHistoryReplay } from '../resolvers/budgets/history-replays.js';
 import { authorizeChannel } from '../resolvers/channels.js';
 import { eventNames } from '../resolvers/event-catalog.js';
 import { channelName, eventId, parseInput } from '../resolvers/inputs.js';
@@ -55,6 +56,8 @@ builder.subscriptionField('channel', (t) =>
         args.since == null ? undefined : parseInput(eventId, positionOfSince(name, args.since) ?? args.since);
       const viewer = ctx.identity === 'visitor' ? await ctx.visitor() : await ctx.agent();
       authorizeChannel(viewer, name);
+      // Counted before the fan-out reads any history (RATE_LIMITED on this subscription past it).
+      if (since) await chargeHistoryReplay(ctx.deps, viewer, ctx.clientIp);
       // Delivered by the instance's fan-out (one execution and serialization per event), which
       // only sockets reach; HTTP subscriptions are refused before execution (subscription-transport.ts).
       if (!ctx.openChannel) throw new DomainError('BAD_USER_INPUT', 'Subscriptions are served over WebSocket only');
