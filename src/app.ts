@@ -77,7 +77,10 @@ export async function buildApp(config: Config, opts: { log?: Logger; database?: 
   const server = frontServer(config, http);
   const { subscriptions, pusher, fanout } = realtimeTransports(deps, server, yoga, sessions);
   // Business hours' open/close events at each boundary, to the visitors subscribed here too.
-  const hours = createHoursScheduler(deps, { localVisitorChannels: () => fanout.visitorChannels() });
+  const hours = createHoursScheduler(deps, {
+    localVisitorChannels: () => fanout.visitorChannels(),
+    reloadMs: config.businessHoursReloadMs,
+  });
   const services = { chat, hours, webhooks, subscriptions, pusher, storage };
   return { server, deps, sessions, ...lifecycle(config, deps, log, server, services) };
 }

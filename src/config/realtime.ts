@@ -14,12 +14,15 @@ export const realtimeVariables = {
   WS_CONNECTION_INIT_TIMEOUT_MS: int(100, 60_000).default(5000),
   WS_HISTORY_REPLAYS_PER_MINUTE: int(1, 100_000_000).default(200),
   WS_HISTORY_REPLAYS_PER_ADDRESS_PER_MINUTE: int(1, 100_000_000).default(2000),
+  BUSINESS_HOURS_RELOAD_MS: int(100, 600_000).default(10_000),
 };
 
 export interface RealtimeSettings {
   publicWsAddress?: string;
   presenceGraceSeconds: number;
   channelHistorySize: number;
+  /** How often each instance re-reads the business-hours calendars for their boundary events. */
+  businessHoursReloadMs: number;
   /** A graphql-ws socket that sends no `connection_init` within this is closed with 4408. */
   connectionInitTimeoutMs: number;
   /** Caps on real-time sockets and subscriptions (src/subscriptions/limits.ts, docs/security.md). */
@@ -46,6 +49,7 @@ export function readRealtimeSettings(e: Parsed<typeof realtimeVariables>): Realt
     presenceGraceSeconds: e.PRESENCE_GRACE_SECONDS,
     channelHistorySize: e.CHANNEL_HISTORY_SIZE,
     connectionInitTimeoutMs: e.WS_CONNECTION_INIT_TIMEOUT_MS,
+    businessHoursReloadMs: e.BUSINESS_HOURS_RELOAD_MS,
     realtimeLimits: {
       socketsPerIdentity: e.WS_MAX_SOCKETS_PER_IDENTITY,
       socketsPerAddress: e.WS_MAX_SOCKETS_PER_ADDRESS,

@@ -31,12 +31,13 @@ let t: TestApp;
 let browser: Browser;
 const tabs: BrowserTab[] = [];
 // A 1 s presence grace: an agent whose workbench closes goes offline (and its conversations are
-// re-queued) a second later.
+// re-queued) a second later. The calendars re-read every second (10 s by default): the opening
+// story moves the app's clock, which the gateway sees at its next re-read.
 useBrowserApp(
   (made) => {
     ({ t, browser } = made);
   },
-  { env: { PRESENCE_GRACE_SECONDS: '1' } },
+  { env: { PRESENCE_GRACE_SECONDS: '1', BUSINESS_HOURS_RELOAD_MS: '1000' } },
 );
 afterEach(async () => {
   for (const made of tabs.splice(0)) await made.close().catch(() => {});
@@ -204,11 +205,11 @@ describeInBrowser('availability on the visitor page and the workbench', () => {
           .waitFor({ timeout: 20_000 });
         await poll(() => left.count()).toBe(2);
 
-        // The app's clock moves to 3 s before the opening (each instance re-reads its schedule every 10 s).
+        // The app's clock moves to 3 s before the opening (the gateway re-reads its schedule every second here).
         const shift = boundary - 3_000 - Date.now();
         t.app.deps.now = () => Date.now() + shift;
         // The opening: the widget's notice goes away and the workbench says open, from the boundary event.
-        // It leaves at the scheduler's next wake-up (within 10 s) plus 3 s, after a calendar read;
+        // It leaves at the scheduler's next wake-up (within 1 s) plus 3 s, after a calendar read;
         // in CI's full run the other worker and a busy core starve this one (twice 30 s were not
         // enough there, 7 s alone), so this wait is longer than the others.
         const opening = <T>(read: () => Promise<T>) => expect.poll(read, { timeout: 90_000, interval: 250 });
