@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { agentSession, visitorToken } from '../support/clients.js';
+import { eventually } from '../support/ws.js';
 import { ALL_ON, attachmentsWorld, DRIVERS, setMerchant, upload } from './attachments.fixtures.js';
 
 /**
@@ -89,5 +91,33 @@ describe.each(DRIVERS)('attachments: download budgets (%s storage)', (driver) =>
       await download(small.url, { token: alice.token, 'x-forwarded-for': address() }),
       'ATTACHMENT_DOWNLOADS_PER_MINUTE',
     );
+  });
+});
+
+describe('attachments: a download cut short (local storage)', () => {
+  const MIB = 1024 * 1024;
+  const w = attachmentsWorld('local', { TRUST_PROXY: 'on', ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR: String(30 * MIB) });
+
+  it('gives back the bytes it did not send: a video a browser opens, drops and opens again is not charged twice', async () => {
+    await setMerchant(w.t, 'demo', { switches: { ...ALL_ON } });
+    const visitor = await visitorToken(w.t.url);
+    const big = (await upload(w.t.url, Buffer.alloc(16 * MIB, 'a'), { bearer: visitor.token })).body.data;
+    const from = { 'x-forwarded-for': address() };
+    // The whole 16 MiB is spent before the object is opened; the client goes after its first bytes.
+    await new Promise<void>((resolve, reject) => {
+      const req = request(w.t.url + big.url, { headers: from }, (res) => {
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', () => {});
+      req.on('close', resolve);
+      req.setTimeout(10_000, () => reject(new Error('no answer')));
+      req.end();
+    });
+    // Without the give-back, 16 + 16 MiB would pass the 30 MiB budget. A refusal spends nothing,
+    // so asking again until the server has settled the first download charges nothing more.
+    await eventually(async () => (await fetch(w.t.url + big.url, { headers: from })).status === 200, 'the give-back');
   });
 });
