@@ -1,5 +1,6 @@
 import { and, eq, ne, sql } from 'drizzle-orm';
 import { type Conversation, conversations, type Message, merchants, visitors } from '../db/schema.js';
+import { runStatement } from '../db/statement.js';
 import type { Deps } from '../deps.js';
 import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -8,7 +9,7 @@ import { toWire } from './event-catalog.js';
 import { adminChannel, agentChannel } from './events.js';
 import { webhookOutboxRow } from './integration/webhooks/events.js';
 import type { ClaimedRow } from './outbox/claimed.js';
-import { rowsOf, type Tx, visitorKey } from './outbox/enqueue.js';
+import { type Tx, visitorKey } from './outbox/enqueue.js';
 import { OUTBOX_LEASE_MS } from './outbox/rounds.js';
 
 /**
@@ -177,12 +178,11 @@ export async function appendMessage(
   input: NewMessage,
 ): Promise<MessageView> {
   const now = deps.now();
-  const [bumped] = rowsOf<{ last_seq: number; bot_id: string | null }>(
-    await tx.execute(sql`
-      update conversations c set ${bumpAssignments(deps, input, now)}
-      where c.id = ${ctx.conversation.id}
-      returning c.last_seq, c.bot_id`),
-  );
+  const set = bumpSet(deps, input, now);
+  const [bumped] = await runStatement<{ last_seq: number; bot_id: string | null }>(tx, bumpByIdText(input.senderType), [
+    ...set,
+    ctx.conversation.id,
+  ]);
   if (!bumped) throw new DomainError('NOT_FOUND', 'No such conversation');
   ctx.conversation.lastSeq = Number(bumped.last_seq);
   const { view } = await insertMessage(
@@ -202,28 +202,65 @@ export async function appendMessage(
 }
 
 /**
- * The `set` list of a message's bump of its conversation row (alias `c`): the next seq, the
- * activity time, the last-message summary, the sender's read position, the bot's answer deadline.
+ * The `set` list of a message's bump of its conversation row (alias `c`), by sender: the next
+ * seq, the activity time ($1), the last-message summary ($2), the sender's read position, the
+ * bot's answer deadline ($3, a visitor's message only). Fixed texts: prepared once (db/statement.ts).
  */
-function bumpAssignments(deps: Deps, input: NewMessage, now: number) {
+const COMMON_SET = `last_seq = c.last_seq + 1, "timestamp" = $1,
+    items = jsonb_build_array($2::jsonb || jsonb_build_object('seq', c.last_seq + 1))`;
+const BUMP_SET: Record<NewMessage['senderType'], string> = {
+  visitor: `${COMMON_SET}, visitor_read_seq = c.last_seq + 1,
+    bot_due_at = case when c.bot_id is null then null else coalesce(c.bot_due_at, $3::timestamptz) end`,
+  agent: `${COMMON_SET}, agent_read_seq = c.last_seq + 1`,
+  bot: `${COMMON_SET}, bot_due_at = null`,
+  system: COMMON_SET,
+};
+
+/** The parameters of `BUMP_SET[input.senderType]`, in order. */
+function bumpSet(deps: Deps, input: NewMessage, now: number): unknown[] {
   const item = JSON.stringify({
     sender_type: input.senderType,
     type: input.type,
     content: preview(input.content),
     created_at: now,
   });
-  const dueAt = new Date(now + deps.config.bots.handoffTimeoutSeconds * 1000).toISOString();
-  return sql`last_seq = c.last_seq + 1, "timestamp" = ${Math.floor(now / 1000)},
-    items = jsonb_build_array(${item}::jsonb || jsonb_build_object('seq', c.last_seq + 1))${
-      input.senderType === 'visitor'
-        ? sql`, visitor_read_seq = c.last_seq + 1,
-          bot_due_at = case when c.bot_id is null then null else coalesce(c.bot_due_at, ${dueAt}::timestamptz) end`
-        : input.senderType === 'agent'
-          ? sql`, agent_read_seq = c.last_seq + 1`
-          : input.senderType === 'bot'
-            ? sql`, bot_due_at = null`
-            : sql``
-    }`;
+  const params: unknown[] = [Math.floor(now / 1000), item];
+  if (input.senderType === 'visitor')
+    params.push(new Date(now + deps.config.bots.handoffTimeoutSeconds * 1000).toISOString());
+  return params;
+}
+
+/** The number of `bumpSet`'s parameters: the next placeholder is this + 1. */
+const bumpParams = (senderType: NewMessage['senderType']) => (senderType === 'visitor' ? 3 : 2);
+
+/** appendMessage's bump: the conversation by id (the caller holds its row). */
+const bumpByIdText = memoBySender(
+  (s) => `update conversations c set ${BUMP_SET[s]}
+      where c.id = $${bumpParams(s) + 1}
+      returning c.last_seq, c.bot_id`,
+);
+
+/** A send's bump: the open conversation of the visitor of the merchant, with what its events need. */
+const bumpOpenText = memoBySender((s) => {
+  const merchant = `$${bumpParams(s) + 1}`;
+  const visitor = `$${bumpParams(s) + 2}`;
+  return `update conversations c set ${BUMP_SET[s]}
+      from visitors v, merchants m
+      where c.merchant_id = ${merchant} and c.visitor_id = ${visitor} and c.state <> 'closed'
+        and v.id = c.visitor_id and v.merchant_id = ${merchant} and m.id = ${merchant}
+      returning c.id, c.agent_id, c.bot_id, c.state, c.last_seq, v.channel, m.bid`;
+});
+
+function memoBySender(text: (senderType: NewMessage['senderType']) => string) {
+  const texts = new Map<NewMessage['senderType'], string>();
+  return (senderType: NewMessage['senderType']) => {
+    let made = texts.get(senderType);
+    if (made === undefined) {
+      made = text(senderType);
+      texts.set(senderType, made);
+    }
+    return made;
+  };
 }
 
 /** What a send's one statement of lock and bump answers: the open conversation as the send needs it. */
@@ -249,7 +286,7 @@ export async function bumpOpenConversation(
   input: NewMessage,
   now: number,
 ): Promise<BumpedConversation | undefined> {
-  const [row] = rowsOf<{
+  const [row] = await runStatement<{
     id: string;
     agent_id: string | null;
     bot_id: string | null;
@@ -257,14 +294,7 @@ export async function bumpOpenConversation(
     last_seq: number;
     channel: string;
     bid: string;
-  }>(
-    await tx.execute(sql`
-      update conversations c set ${bumpAssignments(deps, input, now)}
-      from visitors v, merchants m
-      where c.merchant_id = ${merchantId} and c.visitor_id = ${visitorId} and c.state <> 'closed'
-        and v.id = c.visitor_id and v.merchant_id = ${merchantId} and m.id = ${merchantId}
-      returning c.id, c.agent_id, c.bot_id, c.state, c.last_seq, v.channel, m.bid`),
-  );
+  }>(tx, bumpOpenText(input.senderType), [...bumpSet(deps, input, now), merchantId, visitorId]);
   if (!row) return undefined;
   return {
     target: { id: row.id, merchantId, visitorId, agentId: row.agent_id, visitorChannel: row.channel, bid: row.bid },
@@ -284,6 +314,25 @@ export interface MessageTarget {
   /** The merchant's bid: its admin channel. */
   bid: string;
 }
+
+/**
+ * `insertMessage`'s one statement: $1 whether to claim, $2 the order key, $3–$15 the message's
+ * columns, $16–$18 the outbox rows' channels, events and data, in order (their ids follow it).
+ */
+const INSERT_MESSAGE = `
+  with own as materialized (
+    select $1::boolean and not exists (select 1 from event_outbox where order_key = $2) as mine
+  ), msg as (
+    insert into messages (id, conversation_id, merchant_id, visitor_id, seq, sender_type, sender_id,
+                          client_msg_id, type, content, attachment_id, meta, created_at)
+    values ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15::timestamptz)
+  )
+  insert into event_outbox (order_key, channel, event, data, claimed_until)
+  select $2, r.channel, r.event, r.data::jsonb,
+         case when (select mine from own) then clock_timestamp() + ${OUTBOX_LEASE_MS} * interval '1 millisecond' end
+  from unnest($16::text[], $17::text[], $18::text[]) with ordinality as r(channel, event, data, ord)
+  order by r.ord
+  returning id, claimed_until is not null as mine`;
 
 /**
  * Stores a message with the `seq` its bump took and writes its `message.created` rows to the
@@ -331,29 +380,26 @@ export async function insertMessage(
   const hook = webhookOutboxRow(key, target.merchantId, target.id, 'message.created', data, now);
   rows.push({ id: 0, channel: hook.channel, event: hook.event, data: hook.data });
   texts.push(JSON.stringify(hook.data));
-  const values = sql.join(
-    rows.map((r, i) => sql`(${r.channel}, ${r.event}, ${texts[i]}, ${sql.raw(String(i))})`),
-    sql`, `,
-  );
-  const inserted = rowsOf<{ id: number | string; mine: boolean }>(
-    await tx.execute(sql`
-      with own as materialized (
-        select ${claim}::boolean and not exists (select 1 from event_outbox where order_key = ${key}) as mine
-      ), msg as (
-        insert into messages (id, conversation_id, merchant_id, visitor_id, seq, sender_type, sender_id,
-                              client_msg_id, type, content, attachment_id, meta, created_at)
-        values (${view.id}, ${target.id}, ${target.merchantId}, ${target.visitorId}, ${seq}, ${input.senderType},
-                ${input.senderId}, ${input.clientMsgId}, ${input.type}, ${input.content},
-                ${input.attachment?.attachmentId ?? null}, ${input.meta ? JSON.stringify(input.meta) : null}::jsonb,
-                ${new Date(now).toISOString()}::timestamptz)
-      )
-      insert into event_outbox (order_key, channel, event, data, claimed_until)
-      select ${key}, r.channel, r.event, r.data::jsonb,
-             case when (select mine from own) then clock_timestamp() + ${OUTBOX_LEASE_MS} * interval '1 millisecond' end
-      from (values ${values}) as r(channel, event, data, ord)
-      order by r.ord
-      returning id, claimed_until is not null as mine`),
-  );
+  const inserted = await runStatement<{ id: number | string; mine: boolean }>(tx, INSERT_MESSAGE, [
+    claim,
+    key,
+    view.id,
+    target.id,
+    target.merchantId,
+    target.visitorId,
+    seq,
+    input.senderType,
+    input.senderId,
+    input.clientMsgId,
+    input.type,
+    input.content,
+    input.attachment?.attachmentId ?? null,
+    input.meta ? JSON.stringify(input.meta) : null,
+    new Date(now).toISOString(),
+    rows.map((r) => r.channel),
+    rows.map((r) => r.event),
+    texts,
+  ]);
   if (inserted.length !== rows.length) throw new Error('message insert: outbox rows missing');
   if (!inserted[0]?.mine) return { view, claimed: null };
   const ids = inserted.map((r) => Number(r.id)).sort((a, b) => a - b);

@@ -1,8 +1,7 @@
-import { sql } from 'drizzle-orm';
+import { runStatement } from '../../db/statement.js';
 import type { Deps } from '../../deps.js';
 import { nudgeWebhooks } from '../integration/webhooks/dispatcher.js';
 import { createDeliveries, isWebhookOutboxRow, WEBHOOK_CHANNEL_PREFIX } from '../integration/webhooks/events.js';
-import { rowsOf } from './enqueue.js';
 import { keyStates } from './publish.js';
 import { type PendingRow, publishRows } from './rounds.js';
 
@@ -45,47 +44,49 @@ export function publishClaimed(deps: Deps, key: string, rows: readonly ClaimedRo
   return run;
 }
 
+/**
+ * The claimed rows ($1) deleted unless a merchant of their webhook rows ($2) has an enabled
+ * endpoint; answers how many went. Statements of fixed text, prepared once (db/statement.ts).
+ */
+const DELETE_UNLESS_ENDPOINTS = `
+  with gone as (
+    delete from event_outbox where id = any($1::bigint[]) and not exists (
+      select 1 from webhook_endpoints where merchant_id = any($2::text[]) and not disabled)
+    returning id)
+  select count(*)::int as n from gone`;
+
 async function publishClaimedRows(deps: Deps, rows: readonly ClaimedRow[], began: number) {
-  const ids = sql.join(
-    rows.map((r) => sql`${r.id}`),
-    sql`, `,
-  );
+  const ids = rows.map((r) => r.id);
   try {
     await publishRows(deps, rows as PendingRow[], began);
   } catch (error) {
     deps.metrics.eventDropped('publish_failed');
     deps.log.warn({ err: (error as Error).message }, 'outbox: publish failed, left for the next round');
     // Released: the next round of the key (any instance's, or the drain) publishes them.
-    await deps.db
-      .execute(sql`update event_outbox set claimed_until = null where id in (${ids})`)
-      .catch(() => undefined);
+    await runStatement(deps.db, 'update event_outbox set claimed_until = null where id = any($1::bigint[])', [
+      ids,
+    ]).catch(() => undefined);
     return;
   }
   try {
     const webhooks = rows.filter(isWebhookOutboxRow);
     if (webhooks.length === 0) {
-      await deps.db.execute(sql`delete from event_outbox where id in (${ids})`);
+      await runStatement(deps.db, 'delete from event_outbox where id = any($1::bigint[])', [ids]);
       return;
     }
     // No enabled endpoint for the merchant (the usual case): the rows go, in one statement.
-    const merchants = sql.join(
-      [...new Set(webhooks.map((r) => r.channel.slice(WEBHOOK_CHANNEL_PREFIX.length)))].map((m) => sql`${m}`),
-      sql`, `,
-    );
-    const [gone] = rowsOf<{ n: number }>(
-      await deps.db.execute(sql`
-        with gone as (
-          delete from event_outbox where id in (${ids}) and not exists (
-            select 1 from webhook_endpoints where merchant_id in (${merchants}) and not disabled)
-          returning id)
-        select count(*)::int as n from gone`),
-    );
+    const merchants = [...new Set(webhooks.map((r) => r.channel.slice(WEBHOOK_CHANNEL_PREFIX.length)))];
+    const [gone] = await runStatement<{ n: number }>(deps.db, DELETE_UNLESS_ENDPOINTS, [ids, merchants]);
     if (Number(gone?.n ?? 0) > 0) return;
     // Endpoints to deliver to: the webhook rows become deliveries in the commit that deletes them.
     let deliveries = 0;
     await deps.db.transaction(async (tx) => {
-      const taken = rowsOf<PendingRow>(
-        await tx.execute(sql`delete from event_outbox where id in (${ids}) returning id, channel, event, data`),
+      const taken = (
+        await runStatement<PendingRow>(
+          tx,
+          'delete from event_outbox where id = any($1::bigint[]) returning id, channel, event, data',
+          [ids],
+        )
       ).sort((a, b) => Number(a.id) - Number(b.id));
       const hooks = taken.filter(isWebhookOutboxRow);
       if (hooks.length > 0) deliveries = await createDeliveries(tx, hooks, deps.now());
