@@ -1,6 +1,7 @@
 import { type DocumentNode, type ExecutionArgs, executeSync } from 'graphql';
 import type { Deps } from '../deps.js';
 import { toGraphQLError } from '../schema/yoga.js';
+import { compileChannelSelection } from './channel-selection.js';
 import type { ChannelSubscription, Fanout, FanoutSocket, FrameFormat, SubscriptionOwner } from './fanout.js';
 
 /** Documents numbered once, so a format's key is short and stable: (document, operation, variables). */
@@ -17,12 +18,18 @@ export function documentFormatKeys(): (args: ExecutionArgs) => string {
   };
 }
 
-/** A `channel` selection executed once per event for every operation asking the same. */
+/**
+ * A `channel` selection made once per event for every operation asking the same: built from the
+ * event when it selects only plain fields (channel-selection.ts), else executed.
+ */
 export function graphqlFormat(key: string, args: ExecutionArgs, deps: Deps): FrameFormat {
   const { schema, document, operationName, variableValues } = args;
+  const built = compileChannelSelection(document, operationName);
   return {
     key,
     payload(event) {
+      const plain = built?.(event);
+      if (plain) return JSON.stringify(plain);
       // ChannelEvent's fields are plain reads of the event: no resolver reads the context.
       const result = executeSync({ schema, document, operationName, variableValues, rootValue: event });
       return JSON.stringify(
