@@ -317,7 +317,9 @@ export interface MessageTarget {
 
 /**
  * `insertMessage`'s one statement: $1 whether to claim, $2 the order key, $3–$15 the message's
- * columns, $16–$18 the outbox rows' channels, events and data, in order (their ids follow it).
+ * columns, $16–$17 the outbox rows' channels and events, in order (their ids follow it): every row's
+ * data is the wire payload $18 (sent once, not once per channel), but the last row's, the webhook
+ * row, which is $19.
  */
 const INSERT_MESSAGE = `
   with own as materialized (
@@ -328,9 +330,10 @@ const INSERT_MESSAGE = `
     values ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15::timestamptz)
   )
   insert into event_outbox (order_key, channel, event, data, claimed_until)
-  select $2, r.channel, r.event, r.data::jsonb,
+  select $2, r.channel, r.event,
+         case when r.ord = cardinality($16::text[]) then $19::jsonb else $18::jsonb end,
          case when (select mine from own) then clock_timestamp() + ${OUTBOX_LEASE_MS} * interval '1 millisecond' end
-  from unnest($16::text[], $17::text[], $18::text[]) with ordinality as r(channel, event, data, ord)
+  from unnest($16::text[], $17::text[]) with ordinality as r(channel, event, ord)
   order by r.ord
   returning id, claimed_until is not null as mine`;
 
@@ -376,10 +379,8 @@ export async function insertMessage(
     event: 'message.created',
     data: wire,
   }));
-  const texts = rows.map(() => wireText);
   const hook = webhookOutboxRow(key, target.merchantId, target.id, 'message.created', data, now);
   rows.push({ id: 0, channel: hook.channel, event: hook.event, data: hook.data });
-  texts.push(JSON.stringify(hook.data));
   const inserted = await runStatement<{ id: number | string; mine: boolean }>(tx, INSERT_MESSAGE, [
     claim,
     key,
@@ -398,7 +399,8 @@ export async function insertMessage(
     new Date(now).toISOString(),
     rows.map((r) => r.channel),
     rows.map((r) => r.event),
-    texts,
+    wireText,
+    JSON.stringify(hook.data),
   ]);
   if (inserted.length !== rows.length) throw new Error('message insert: outbox rows missing');
   if (!inserted[0]?.mine) return { view, claimed: null };
