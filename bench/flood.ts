@@ -7,8 +7,8 @@ import { type Gateway, percentile as pct, startEmbeddedGateway, visitorToken } f
  *
  * The gateway runs as its own process (embedded PGlite, in-process stores, the chat budgets'
  * defaults: CHAT_MESSAGE_BURST, CHAT_MESSAGES_PER_HOUR, CHAT_MERCHANT_MESSAGES_PER_MINUTE).
- * Another merchant (`acme`) sends one message at a time, round robin over ten visitors (each
- * stays within its own budget); its send latency is measured first alone (the baseline, in the
+ * Another merchant (`acme`) sends one message at a time, at most one per PACE_MS, round robin
+ * over ten visitors (each stays within its own budget); its send latency is measured first alone (the baseline, in the
  * same run) and then while FLOODERS visitor tokens of `demo` each send 5,000-character messages
  * as fast as CONCURRENCY loops allow (the issue's attack: 76–86 messages/s per token). Reported,
  * for ROUNDS rounds of a baseline then a flood: the other tenant's p50 and p99 against the
@@ -43,11 +43,19 @@ async function send(bearer: string, content: string) {
   return (await res.json()) as { code: number; msg: string };
 }
 
+/**
+ * The other tenant starts at most one send per PACE_MS (10 a second, 1 a second per visitor):
+ * within its visitors' CHAT_MESSAGE_BURST and its merchant's CHAT_MERCHANT_MESSAGES_PER_MINUTE
+ * however fast the instance answers (unpaced, on a quieter machine, its own budgets refused it).
+ */
+const PACE_MS = 100;
+
 /** The other tenant's sends, one at a time over its visitors; every one must be stored. */
 async function tenantSends(bearers: string[], count: number) {
   const latencies: number[] = [];
   for (let i = 0; i < count; i++) {
     const started = performance.now();
+    const next = started + PACE_MS;
     const bearer = bearers[i % bearers.length] as string;
     // A reset connection is retried once (and counted): the latency includes the retry.
     const answer = await send(bearer, `hello ${i}`).catch(() => {
@@ -56,6 +64,8 @@ async function tenantSends(bearers: string[], count: number) {
     });
     if (answer.code !== 0) throw new Error(`the other tenant's send was refused: ${JSON.stringify(answer)}`);
     latencies.push(performance.now() - started);
+    const early = next - performance.now();
+    if (early > 0) await new Promise((r) => setTimeout(r, early));
   }
   return latencies;
 }
@@ -121,7 +131,7 @@ async function main() {
     await tenantSends(tenant, 10); // warm-up: every path once, a conversation per visitor
 
     console.log(
-      `\nFlood (${FLOODERS} visitor tokens of one merchant, ${CONCURRENCY} sends in flight each, 5,000 characters; another merchant's sends one at a time over 10 visitors, ${SAMPLES} samples a phase, ${ROUNDS} rounds of baseline then flood, each flood against the baseline just before it).`,
+      `\nFlood (${FLOODERS} visitor tokens of one merchant, ${CONCURRENCY} sends in flight each, 5,000 characters; another merchant's sends one at a time (at most one per ${PACE_MS} ms) over 10 visitors, ${SAMPLES} samples a phase, ${ROUNDS} rounds of baseline then flood, each flood against the baseline just before it).`,
     );
     // The production defaults unless the environment sets them (the bench's other rows raise
     // some: bench/run.ts; this one does not).
