@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { eventually } from '../support/deps.js';
+import { freePort } from '../support/private-services.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 /**
@@ -22,14 +22,6 @@ afterAll(async () => {
   bot?.kill('SIGTERM');
   await t?.stop();
 });
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 
 describe('The example bot', () => {
   it('greets, answers, and hands off on "human"', async () => {

@@ -1,10 +1,10 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { freePort } from '../support/private-services.js';
 import { disconnectAll, pusherClient, rawPusher, reachState, record } from '../support/pusher.js';
 import { describeWhen } from '../support/required.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
@@ -27,16 +27,6 @@ const seconds = (value: string) => {
   return Number(m[1]) * unit;
 };
 const locationBlock = (path: string) => new RegExp(`location ${path} \\{([^}]*)\\}`).exec(shipped)?.[1] ?? '';
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 
 let t: TestApp;
 let nginx: ChildProcess | undefined;

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { randomInt } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,14 +10,40 @@ import { join } from 'node:path';
  * so fault tests can stop and restart them without disturbing anything else on the machine.
  */
 
+/**
+ * A free port for a server another process binds later (a private PostgreSQL or Redis, nginx, a
+ * spawned gateway), chosen below the kernel's ephemeral range: a port from `listen(0)` is an
+ * ephemeral one, which any outgoing connection of the busy test run may take between this check
+ * and the server's bind — or between a stop and a restart on the same port ("Address already in
+ * use" from a private PostgreSQL, seen on an idle machine).
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  const below = ephemeralRangeStart();
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = FIRST_PORT + randomInt(below - FIRST_PORT);
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port between ${FIRST_PORT} and ${below}`);
+}
+
+/** Above the well-known and most registered services' ports. */
+const FIRST_PORT = 10_000;
+
+/** The first port the kernel hands out to outgoing connections (Linux: 32768 by default). */
+function ephemeralRangeStart(): number {
+  try {
+    const start = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return start > FIRST_PORT + 1_000 ? start : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 }
 
