@@ -53,27 +53,6 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
 }
 
-let shared: Promise<Browser> | undefined;
-
-/**
- * The worker's Chromium, launched by the first browser file it runs and kept for the next ones
- * (`isolate: false` keeps this module's state per worker process): a launch costs about 1 s of
- * CPU and 1.5–2 s of waiting, paid once per worker instead of once per file. Playwright kills the
- * browsers it launched when the process exits; a browser that crashed or was closed is launched
- * again.
- */
-function sharedChromium(): Promise<Browser> {
-  if (!shared) {
-    const launching = launchChromium();
-    shared = launching;
-    const forget = () => {
-      if (shared === launching) shared = undefined;
-    };
-    launching.then((browser) => browser.on('disconnected', forget), forget);
-  }
-  return shared;
-}
-
 export interface BrowserTab {
   context: BrowserContext;
   page: Page;
@@ -99,11 +78,10 @@ type AppOptions = Parameters<typeof startTestApp>[0];
 
 /**
  * The set-up of a browser test file, written once: before its tests, one gateway
- * (`startTestApp(options)`; a function is read then, after the file's earlier hooks) and the
- * worker's Chromium (`sharedChromium`), handed to `use`, which keeps them in the file's
- * variables; after them, the gateway stopped and every context left open in the browser closed,
- * so the next file starts from a browser with no pages, as a fresh launch would. Without Chromium
- * nothing starts (`describeInBrowser` skips the tests, or fails them in CI).
+ * (`startTestApp(options)`; a function is read then, after the file's earlier hooks) and one
+ * Chromium (a launch costs about 2 s of CPU), handed to `use`, which keeps them in the file's
+ * variables; after them, both stopped. Without Chromium nothing starts (`describeInBrowser`
+ * skips the tests, or fails them in CI).
  */
 export function useBrowserApp(
   use: (made: { t: TestApp; browser: Browser }) => unknown,
@@ -114,7 +92,7 @@ export function useBrowserApp(
     if (!browserAvailable) return;
     const [t, browser] = await Promise.allSettled([
       startTestApp(typeof options === 'function' ? options() : options),
-      sharedChromium(),
+      launchChromium(),
     ]);
     made = {
       t: t.status === 'fulfilled' ? t.value : undefined,
@@ -125,7 +103,7 @@ export function useBrowserApp(
     use(made as { t: TestApp; browser: Browser });
   });
   afterAll(async () => {
-    await Promise.all((made.browser?.contexts() ?? []).map((context) => context.close()));
+    await made.browser?.close();
     await made.t?.stop();
   });
 }
