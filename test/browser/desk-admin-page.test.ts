@@ -180,7 +180,8 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     await page.getByRole('button', { name: 'Sessions of tom' }).click();
     const session = page.locator('#sessions li[data-session]');
     await session.waitFor();
-    await session.getByRole('button', { name: 'End' }).click();
+    // exact: the admin's own list has "End (this one)", which must never be the one clicked.
+    await session.getByRole('button', { name: 'End', exact: true }).click();
     await page.getByText('Session ended.').waitFor();
     expect((await tom.json('/agent/data/get')).body.code).toBe(-1);
 

@@ -12,10 +12,14 @@ export async function showSessionsOf(agentId) {
 }
 byId('session-agent').addEventListener('change', () => void loadSessions());
 
+/** The latest list asked for: an earlier answer arriving after it (the page's first load, say) is dropped. */
+let latest = 0;
+
 export async function loadSessions() {
+  const request = ++latest;
   const whose = byId('session-agent', HTMLSelectElement).value;
   const list = await call(`/agent/session/list${whose ? `?agent_id=${encodeURIComponent(whose)}` : ''}`);
-  if (!list) return;
+  if (!list || request !== latest) return;
   byId('sessions').replaceChildren(
     ...list.map((/** @type {any} */ s) => {
       const end = el('button', { type: 'button', text: s.current ? 'End (this one)' : 'End' });
