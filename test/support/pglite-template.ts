@@ -1,4 +1,6 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,12 +32,12 @@ declare module 'vitest' {
 
 /** Builds both templates into `dir`. */
 export async function buildTemplates(dir: string): Promise<TemplateFiles> {
-  const client = await openEmptyCluster();
-  const database = pgliteDatabase(client);
-  await database.migrate();
   const files: TemplateFiles = { migrated: join(dir, 'migrated.tar'), seeded: join(dir, 'seeded.tar') };
-  await dump(client, files.migrated);
-  // The same path as an app's start with DEMO_SEED on.
+  await copyFile(await migratedClusterFile(), files.migrated);
+  const client = await openDump(files.migrated);
+  const database = pgliteDatabase(client);
+  // The same path as an app's start with DEMO_SEED on. The seed runs every run: its rows carry the
+  // run's time, and its code is the gateway's.
   const config = loadConfig({ NODE_ENV: 'test', PGLITE_DIR: 'memory://', LOG_LEVEL: 'warn' });
   const deps = await buildDeps(config, createLogger('warn'), { database });
   await loadDemoDataIfEmpty(deps);
@@ -48,13 +50,13 @@ export async function buildTemplates(dir: string): Promise<TemplateFiles> {
  * Where the empty cluster is kept between runs (gitignored with node_modules). Its name carries
  * PGlite's version and the preparation's revision: the dump depends on nothing else.
  */
-const CLUSTER_REVISION = 1; // bump when openEmptyCluster's preparation changes
+const CLUSTER_REVISION = 2; // bump when openEmptyCluster's preparation or dump's format changes
 const here = dirname(fileURLToPath(import.meta.url));
 const CACHE_DIR = join(here, '..', '..', 'node_modules', '.cache', 'parley-test');
 
-function pgliteVersion(): string {
-  const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
-  const root = entry.slice(0, entry.lastIndexOf('/dist/'));
+function packageVersion(name: string): string {
+  const entry = createRequire(import.meta.url).resolve(name);
+  const root = entry.slice(0, entry.indexOf(`/node_modules/${name}/`) + `/node_modules/${name}`.length);
   return (createRequire(import.meta.url)(join(root, 'package.json')) as { version: string }).version;
 }
 
@@ -66,11 +68,8 @@ function pgliteVersion(): string {
  */
 export async function openEmptyCluster(): Promise<PGlite> {
   const cached = emptyClusterFile();
-  const bytes = await readFile(cached).catch(() => undefined);
-  if (bytes) {
-    const tarball = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-    return PGlite.create('memory://', { loadDataDir: Object.assign(new Blob(), { arrayBuffer: async () => tarball }) });
-  }
+  const kept = await openDump(cached).catch(() => undefined);
+  if (kept) return kept;
   // 1 MB WAL segments instead of 16 MB keep the dump small.
   const client = await PGlite.create('memory://', { initDbStartParams: ['--wal-segsize=1'] });
   // Every start zeroes shared_buffers (128 MB by default: most of a start's CPU); a test database
@@ -82,15 +81,54 @@ export async function openEmptyCluster(): Promise<PGlite> {
   await client.exec("update pg_database set datistemplate = false where datname in ('template0', 'template1')");
   await client.exec('drop database template0');
   await client.exec('drop database template1');
-  // Written under a private name and renamed: another run may be reading or writing it too.
-  await mkdir(CACHE_DIR, { recursive: true });
-  const partial = `${cached}.${process.pid}.partial`;
-  await dump(client, partial);
-  await rename(partial, cached);
+  await keep(client, cached);
   return client;
 }
 
-const emptyClusterFile = () => join(CACHE_DIR, `empty-cluster-pglite-${pgliteVersion()}-r${CLUSTER_REVISION}.tar`);
+/** Writes `client`'s dump into the cache as `file`. */
+async function keep(client: PGlite, file: string) {
+  // Written under a private name and renamed: another run may be reading or writing it too.
+  await mkdir(CACHE_DIR, { recursive: true });
+  const partial = `${file}.${process.pid}.partial`;
+  await dump(client, partial);
+  await rename(partial, file);
+}
+
+/** A PGlite in memory from a dump file (read once, not kept: for the global setup's own use). */
+async function openDump(file: string): Promise<PGlite> {
+  const bytes = await readFile(file);
+  const tarball = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+  return PGlite.create('memory://', { loadDataDir: Object.assign(new Blob(), { arrayBuffer: async () => tarball }) });
+}
+
+/**
+ * The migrated template, kept between runs like the empty cluster and named by a hash of what
+ * makes it: the migrations as the migrator reads them (drizzle/*.sql and the journal), the
+ * migrator's call (src/db/client.ts) and drizzle-orm's version, on this empty cluster. Migrations
+ * are DDL only (nothing depends on the time or a random value), so the same inputs make the same
+ * database; any change to them, a new migration included, builds it again (about 3 s of CPU).
+ * Older ones are not removed (worktrees share node_modules, and another may be reading one): about
+ * 9 MB per set of migrations, until node_modules goes.
+ */
+async function migratedClusterFile(): Promise<string> {
+  const root = join(here, '..', '..');
+  const migrations = (await readdir(join(root, 'drizzle'))).filter((f) => f.endsWith('.sql')).sort();
+  const inputs = [...migrations.map((f) => `drizzle/${f}`), 'drizzle/meta/_journal.json', 'src/db/client.ts'];
+  const hash = createHash('sha256');
+  for (const input of inputs) hash.update(`${input}\0`).update(await readFile(join(root, input)));
+  hash.update(packageVersion('drizzle-orm'));
+  const name = `migrated-${emptyClusterName()}-${hash.digest('hex').slice(0, 16)}.tar`;
+  const file = join(CACHE_DIR, name);
+  if (existsSync(file)) return file;
+  const client = await openEmptyCluster();
+  await pgliteDatabase(client).migrate();
+  await keep(client, file);
+  await client.close();
+  return file;
+}
+
+const emptyClusterName = () => `pglite-${packageVersion('@electric-sql/pglite')}-r${CLUSTER_REVISION}`;
+const emptyClusterFile = () => join(CACHE_DIR, `empty-cluster-${emptyClusterName()}.tar`);
 
 /**
  * The empty cluster written into `dir` (which holds no database yet), for a process started on
@@ -103,8 +141,48 @@ export async function emptyClusterIn(dir: string): Promise<void> {
 
 async function dump(client: PGlite, file: string) {
   await client.exec('checkpoint'); // nothing left to replay when a copy starts
-  const tarball = await client.dumpDataDir('none');
-  await writeFile(file, new Uint8Array(await tarball.arrayBuffer()));
+  // The WAL a copy needs: from the checkpoint's redo point to the end. The directory also holds
+  // segments recycled for later use (six of the dump's seven 1 MB segments), which every copy
+  // would load into memory for nothing: postgres makes new segments when it needs them.
+  const {
+    rows: [wal],
+  } = await client.query<{ first: string; last: string }>(
+    'select pg_walfile_name(redo_lsn) as first, pg_walfile_name(pg_current_wal_insert_lsn()) as last from pg_control_checkpoint()',
+  );
+  if (!wal) throw new Error('no checkpoint to dump from');
+  const tarball = new Uint8Array(await (await client.dumpDataDir('none')).arrayBuffer());
+  await writeFile(
+    file,
+    withoutTarEntries(tarball, (name) => isUnneededWalSegment(name, wal.first, wal.last)),
+  );
+}
+
+/** A WAL segment's name (timeline, log, segment: 24 hex digits) sorts in WAL order on one timeline. */
+function isUnneededWalSegment(name: string, first: string, last: string) {
+  const segment = /^\/?pg_wal\/([0-9A-F]{24})$/.exec(name)?.[1];
+  return segment !== undefined && (segment < first || segment > last);
+}
+
+/** The tar archive without the entries `drop` names (PGlite writes ustar: name and prefix fields). */
+function withoutTarEntries(tar: Uint8Array, drop: (name: string) => boolean): Uint8Array {
+  const field = (header: Uint8Array, at: number, length: number) =>
+    Buffer.from(header.subarray(at, at + length))
+      .toString('latin1')
+      .replace(/\0.*$/s, '');
+  const kept: Uint8Array[] = [];
+  let offset = 0;
+  while (offset + 512 <= tar.length) {
+    const header = tar.subarray(offset, offset + 512);
+    if (header.every((byte) => byte === 0)) break; // the end-of-archive blocks
+    const size = Number.parseInt(field(header, 124, 12).trim() || '0', 8);
+    const length = 512 + Math.ceil(size / 512) * 512;
+    const prefix = field(header, 345, 155);
+    const name = prefix ? `${prefix}/${field(header, 0, 100)}` : field(header, 0, 100);
+    if (!drop(name)) kept.push(tar.subarray(offset, offset + length));
+    offset += length;
+  }
+  kept.push(new Uint8Array(1024));
+  return Buffer.concat(kept);
 }
 
 const dumps = new Map<string, Promise<ArrayBuffer>>();
