@@ -108,7 +108,8 @@ describe('routing policies', () => {
 const shared = Boolean(process.env.DATABASE_URL);
 const CONVERSATIONS = Number(process.env.ROUTING_TEST_CONVERSATIONS) || (shared ? 1000 : 80);
 const AGENTS = shared ? 50 : 20;
-const FIFO_EVERY = shared ? 20 : 5;
+/** Every 20th conversation goes to the small group, or more often so that at least 16 do. */
+const FIFO_EVERY = Math.min(20, Math.floor(CONVERSATIONS / 16));
 /** Capacity of each of the two agents of the small group, whose queue outgrows it (the FIFO check). */
 const FIFO_CAPACITY = 3;
 
