@@ -383,9 +383,9 @@ describe('Delivery', () => {
     try {
       await testWebhookEndpoint(deps, admin, { endpointId: endpoint.id });
       // The "killed" instance claimed it and never answered. Its lease is twice the attempt's
-      // timeout and a second: 2 s with a 500 ms timeout, not the 5 s of the file's 2 s (the
-      // delivery after it keeps 2 s).
-      deps.config.webhooks.timeoutMs = 500;
+      // timeout and a second: 1.2 s with a 100 ms timeout, not the 5 s of the file's 2 s (the
+      // delivery after it keeps 2 s; nothing is sent under the 100 ms, which only sets the lease).
+      deps.config.webhooks.timeoutMs = 100;
       const claimed = await claimDeliveries(deps, 100);
       expect(claimed.map((d) => d.endpointId)).toContain(endpoint.id);
     } finally {
