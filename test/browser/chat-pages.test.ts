@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import type { Browser, Page } from 'playwright-core';
 import sharp from 'sharp';
-import { afterEach, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import { agents, merchants } from '../../src/db/schema.js';
 import { createAgent } from '../../src/resolvers/admin.js';
 import {
@@ -14,7 +14,6 @@ import {
   openWorkbenchOnline,
   screenshot,
   useBrowserApp,
-  useChatTabs,
 } from '../support/browser.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -47,16 +46,53 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   let agent: Page;
   let visitor: Page;
 
-  useChatTabs(
-    () => browser,
-    (made) => ({ agentTab, visitorTab, agent, visitor } = made),
-  );
-  afterEach(async () => {
+  // Alice's workbench is one tab for the whole describe: opened (logged in, live, online) by the
+  // first test, kept open by the next ones. Each test's visitor arrives after it, so every test
+  // sees its conversation come in live, as it did with a workbench of its own; what the previous
+  // test left (its closed conversation) is not what the next one looks at, and its problems must
+  // stay empty as before. A test that fails closes it, so the next one starts a fresh workbench.
+  // The visitor is a fresh tab (its own context, so a new visitor) for each test.
+  let workbench: BrowserTab | undefined;
+  let agentOpen = false;
+  beforeEach(async () => {
+    if (!workbench) {
+      workbench = await openTab(browser);
+      agentOpen = false;
+    }
+    agentTab = workbench;
+    agent = workbench.page;
+    visitorTab = await openTab(browser);
+    visitor = visitorTab.page;
+  });
+  afterEach(async (context) => {
+    // The visitor leaves: its conversation closes, so Alice's capacity is free for the next test.
+    await visitor
+      .evaluate(async () => {
+        const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
+        if (token)
+          await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+      })
+      .catch(() => {});
+    await visitorTab.close();
+    if (context.task.result?.state === 'fail') {
+      await workbench?.close();
+      workbench = undefined;
+    }
     await t.app.deps.db.update(agents).set({ maxConcurrentChats: null }).where(eq(agents.username, 'alice'));
   });
+  afterAll(async () => {
+    await workbench?.close();
+  });
 
+  /** Alice's workbench, live and online: opened by the first test, the same page after it. */
   const openWorkbench = async () => {
-    await openWorkbenchOnline(agent, t, 'alice');
+    if (!agentOpen) {
+      await openWorkbenchOnline(agent, t, 'alice');
+      agentOpen = true;
+      return;
+    }
+    await live(agent);
+    await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
   };
   const openVisitor = async () => {
     // The widget's panel opened as a page of its own (what the launcher's iframe shows).
