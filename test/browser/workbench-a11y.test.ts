@@ -1,17 +1,16 @@
 import type { Browser, Page } from 'playwright-core';
-import { afterEach, expect, it } from 'vitest';
+import { afterAll, afterEach, expect, it } from 'vitest';
 import { expectNoSeriousViolations } from '../support/axe.js';
 import {
   type BrowserTab,
   describeInBrowser,
   dropMessageFrames,
   waitUntilLive as live,
-  openWorkbenchLoggedIn,
+  openTab,
   openWorkbenchOnline,
   publish,
   showDeveloperFeed,
   useBrowserApp,
-  useTab,
   waitForSubscription,
 } from '../support/browser.js';
 import { HttpClient, visitorToken } from '../support/clients.js';
@@ -70,19 +69,44 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   let page: Page;
   let visitor: Awaited<ReturnType<typeof arrive>> | undefined;
 
-  useTab(
-    () => browser,
-    (made) => ({ tab, page } = made),
-  );
-  afterEach(async () => {
+  // The first three tests share one workbench tab, Alice logged in, live and online: each one's
+  // visitor arrives after it is open, as with a workbench of its own, and its problems must stay
+  // empty (now cumulatively). The history test has its own tab: its socket passes through a
+  // route from before it connects. A failed test closes the shared tab; the next opens a new one.
+  let workbench: BrowserTab | undefined;
+  let online = false;
+  /** Alice's shared workbench, live and online (opened by the first test that asks). */
+  const sharedWorkbench = async () => {
+    if (!workbench) {
+      workbench = await openTab(browser);
+      online = false;
+    }
+    tab = workbench;
+    page = workbench.page;
+    if (!online) await openWorkbenchOnline(page, t, 'alice');
+    online = true;
+    await live(page);
+    await page.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
+  };
+  let ownTab: BrowserTab | undefined;
+  afterEach(async (context) => {
     await visitor?.close().catch(() => {});
     visitor = undefined;
+    await ownTab?.close();
+    ownTab = undefined;
+    if (context.task.result?.state === 'fail') {
+      await workbench?.close();
+      workbench = undefined;
+    }
+  });
+  afterAll(async () => {
+    await workbench?.close();
   });
 
   it(
     'from the keyboard: Tab reaches a conversation, Enter opens it and sends, Escape closes the canned list; a new message is announced; names and text are bidi-isolated',
     async () => {
-      await openWorkbenchOnline(page, t, 'alice');
+      await sharedWorkbench();
       // A canned response, so "/" has something to list.
       const created = await page.evaluate(async () => {
         const res = await fetch('/agent/canned/create', {
@@ -158,7 +182,7 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   );
 
   it('a message in another conversation is announced by who wrote it; the unread count rises', async () => {
-    await openWorkbenchOnline(page, t, 'alice');
+    await sharedWorkbench();
     visitor = await arrive('李小龙');
     await page.locator(`#conversation-list li[data-uid="${visitor.uid}"]`).waitFor();
     await visitor.say('你好，在吗？');
@@ -170,8 +194,7 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   });
 
   it('the developer feed cuts long events on characters: an emoji across the cut stays whole (issue 27 row 8)', async () => {
-    await openWorkbenchLoggedIn(page, t, 'alice');
-    await live(page);
+    await sharedWorkbench();
     const { agentId } = await page.evaluate(async () => {
       const res = await fetch('/agent/data/get', { credentials: 'include' });
       return { agentId: ((await res.json()) as { data: { agent: { agent_id: string } } }).data.agent.agent_id };
@@ -227,6 +250,12 @@ describeInBrowser('the workbench for all-day use: keyboard, screen readers, any 
   it(
     'history paging (history.js): "Earlier messages" pages back with before; a message.created lost on the socket is fetched with after',
     async () => {
+      // Alone with the workbench, as before: the shared tab closes first.
+      await workbench?.close();
+      workbench = undefined;
+      ownTab = await openTab(browser);
+      tab = ownTab;
+      page = ownTab.page;
       // One message.created frame of the workbench's socket never reaches the page.
       const dropped = await dropMessageFrames(page, 'Lost on the way');
       await openWorkbenchOnline(page, t, 'alice');
