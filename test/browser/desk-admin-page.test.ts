@@ -181,6 +181,46 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     // The registration page's checks joined this story, with their time (they had 30 s of their own).
   }, 240_000);
 
+  // Issue 28 (commit 884b636): the page's first load lists the admin's own Sessions; when that
+  // answer came after tom's, it replaced tom's list. Planted here: the first list is held until
+  // tom's has been answered. With loadSessions keeping every answer, the list ends as the
+  // admin's own ("End (this one)") and this test fails (checked).
+  it('the Sessions list stays the one asked last when the page’s first list (the admin’s own) answers after it', async () => {
+    const tom = new HttpClient(t.url);
+    expect((await tom.login('tom')).body.code).toBe(0);
+    const page = await newTab();
+    await logInWithApi(page, t, 'ada');
+    let releaseOwn = () => {};
+    const ownHeld = new Promise<void>((resolve) => {
+      releaseOwn = resolve;
+    });
+    let held = 0;
+    // The admin's own list has no agent_id: only that request is held.
+    await page.route(/\/agent\/session\/list$/, async (route) => {
+      held += 1;
+      await ownHeld;
+      await route.continue();
+    });
+    await page.goto(`${t.url}/agent/admin`);
+    const tomsAnswer = page.waitForResponse((res) => res.url().includes('/agent/session/list?agent_id='));
+    await page.getByRole('button', { name: 'Sessions of tom' }).click();
+    await tomsAnswer;
+    const sessions = page.locator('#sessions li[data-session]');
+    await sessions.first().waitFor();
+    expect(held).toBe(1);
+    // Now the admin's own list answers; the first load ends (data-ready) with it.
+    releaseOwn();
+    await page.waitForSelector('body[data-ready="true"]', { state: 'attached' });
+    expect(await page.locator('#sessions li button').allTextContents()).toEqual(['End']);
+    // tom's one Session, ended from that list (so the tests after this one find him without it).
+    await sessions.getByRole('button', { name: 'End', exact: true }).click();
+    await page.getByText('Session ended.').waitFor();
+    expect((await tom.json('/agent/data/get')).body.code).toBe(-1);
+    // ada logs out: the next test lists her own Sessions first and must find only its own.
+    const out = await page.context().request.post(`${t.url}/agent/logout`, { headers: { origin: t.url } });
+    expect(((await out.json()) as { code: number }).code).toBe(0);
+  });
+
   it('the admin changes an agent (level, capacity, group, password), a group (name, default, members), the display name and attributes; ends another agent’s Session; filters the audit log', async () => {
     // Logged in with the login API, straight to the admin page (the workbench is not this test's).
     const page = await newTab();
