@@ -18,7 +18,9 @@ import { eventually } from './ws.js';
  * The client kind under test is set up by `follow`, which gets what the application has — the
  * proxied socket address, the visitor's headers and channel, an agent identity of its own for
  * the real-time client (logged in again when a restart forgets it), the two windows and their
- * history reloads — and answers whether its clients are connected.
+ * history reloads — and answers whether its clients are connected. Several kinds can follow one
+ * loop side by side (a record of named `follow`s): each gets its own windows and real-time
+ * identity and is judged on its own, through the same cuts, restarts and messages.
  */
 export interface ChatParties {
   wsAddress: string;
@@ -71,11 +73,22 @@ async function reloadAfter(
   }
 }
 
+export type Follow = (chat: ChatParties) => Promise<FollowedChat>;
+
+/** One client kind in the loop: what it was given and what it answered. */
+interface Follower {
+  name: string;
+  parties: ChatParties;
+  followed: FollowedChat;
+  relogins(): number;
+}
+
 export async function runChatLoop(
   options: { total: number; dirPrefix: string; shownWithinMs: number },
-  follow: (chat: ChatParties) => Promise<FollowedChat>,
+  follow: Follow | Record<string, Follow>,
 ) {
   const { total } = options;
+  const follows = typeof follow === 'function' ? { client: follow } : follow;
   const dir = await mkdtemp(join(tmpdir(), options.dirPrefix));
   const stores = { ...(await freshStores()), pgliteDir: dir };
   // 200 messages in a few seconds: above the chat's per-sender burst (a budget tested elsewhere).
@@ -84,7 +97,7 @@ export async function runChatLoop(
   const port = Number(new URL(server.url).port);
   const proxy = await tcpProxy(() => port);
   const http = () => new HttpClient(server.url);
-  let followed: FollowedChat | undefined;
+  const followers: Follower[] = [];
   try {
     // The visitor: its token survives restarts (stored); its channel is a capability.
     const { token: bearer } = await visitorToken(server.url);
@@ -93,49 +106,52 @@ export async function runChatLoop(
       headers: visitorHeaders,
     });
     const visitorId = boot.body.data.visitor.uid;
-    // The agent's REST calls and its real-time client have a Session each; an embedded restart
-    // forgets both (REST answers code -1 and logs in again; the client says so to `realtime`).
+    // The agent's REST calls and each real-time client kind have a Session each; an embedded
+    // restart forgets them all (REST answers code -1 and logs in again; a client says so to `realtime`).
     let agentToken = (await agentSession(server.url, 'alice')).token;
-    let realtimeToken = (await agentSession(server.url, 'alice')).token;
-    let relogins = 0;
     const asAgent = async <T>(request: () => Promise<{ body: { code: number; data: T } }>) => {
       const first = await request();
       if (first.body.code !== -1) return first;
       agentToken = (await agentSession(server.url, 'alice')).token;
       return request();
     };
-    const visitorWindow = chatWindow();
-    const agentWindow = chatWindow();
-    followed = await follow({
-      wsAddress: `ws://127.0.0.1:${proxy.port}/graphql`,
-      url: () => server.url,
-      http,
-      visitorHeaders,
-      visitorChannel: boot.body.data.visitor.channel,
-      realtime: {
-        token: () => realtimeToken,
-        async relogin() {
-          relogins += 1;
-          realtimeToken = (await agentSession(server.url, 'alice')).token;
+    for (const [name, followKind] of Object.entries(follows)) {
+      let realtimeToken = (await agentSession(server.url, 'alice')).token;
+      let relogins = 0;
+      const visitorWindow = chatWindow();
+      const agentWindow = chatWindow();
+      const parties: ChatParties = {
+        wsAddress: `ws://127.0.0.1:${proxy.port}/graphql`,
+        url: () => server.url,
+        http,
+        visitorHeaders,
+        visitorChannel: boot.body.data.visitor.channel,
+        realtime: {
+          token: () => realtimeToken,
+          async relogin() {
+            relogins += 1;
+            realtimeToken = (await agentSession(server.url, 'alice')).token;
+          },
         },
-      },
-      visitorWindow,
-      agentWindow,
-      async reloadVisitor() {
-        await reloadAfter(visitorWindow, (after) =>
-          http().json<HistoryPage>(`/visitor/message/list?after=${after}&limit=100`, { headers: visitorHeaders }),
-        );
-      },
-      async reloadAgent() {
-        await reloadAfter(agentWindow, (after) =>
-          asAgent(() =>
-            http().json<HistoryPage>(`/agent/message/list?visitor_id=${visitorId}&after=${after}&limit=100`, {
-              headers: { token: agentToken },
-            }),
-          ),
-        );
-      },
-    });
+        visitorWindow,
+        agentWindow,
+        async reloadVisitor() {
+          await reloadAfter(visitorWindow, (after) =>
+            http().json<HistoryPage>(`/visitor/message/list?after=${after}&limit=100`, { headers: visitorHeaders }),
+          );
+        },
+        async reloadAgent() {
+          await reloadAfter(agentWindow, (after) =>
+            asAgent(() =>
+              http().json<HistoryPage>(`/agent/message/list?visitor_id=${visitorId}&after=${after}&limit=100`, {
+                headers: { token: agentToken },
+              }),
+            ),
+          );
+        },
+      };
+      followers.push({ name, parties, followed: await followKind(parties), relogins: () => relogins });
+    }
 
     const assigned = await http().json<{ state: string }>('/visitor/chat/assign', {
       method: 'POST',
@@ -180,36 +196,49 @@ export async function runChatLoop(
     const restartAt = [Math.floor((2 * total) / 5), Math.floor((4 * total) / 5)];
     for (let n = 0; n < total; n++) {
       if (cutAt.includes(n)) {
-        const client = followed;
-        // Connected by the client's account and by the proxy's (a client may not yet have seen its
-        // socket close): then the cut drops both.
-        await eventually(() => client.connected() && proxy.open() >= 2, 'both connected before the cut', 30_000);
-        expect(proxy.cut(1000)).toBeGreaterThanOrEqual(2);
+        // Connected by each client's account and by the proxy's (a client may not yet have seen its
+        // socket close): then the cut drops them all, two per kind.
+        const sockets = 2 * followers.length;
+        await eventually(
+          () => followers.every((f) => f.followed.connected()) && proxy.open() >= sockets,
+          'every client connected before the cut',
+          30_000,
+        );
+        expect(proxy.cut(1000)).toBeGreaterThanOrEqual(sockets);
       }
       if (restartAt.includes(n)) await restart();
       await send(n);
     }
 
     const all = (prefix: string) => Array.from({ length: total }, (_, n) => `${prefix}${n}`);
-    const shown = () => [visitorWindow.contents('agent').length, agentWindow.contents('visitor').length];
+    const shown = ({ parties }: Follower) => [
+      parties.visitorWindow.contents('agent').length,
+      parties.agentWindow.contents('visitor').length,
+    ];
     await eventually(
-      () => shown().every((count) => count === total),
+      () => followers.every((f) => shown(f).every((count) => count === total)),
       'every message shown',
       options.shownWithinMs,
     ).catch((error) => {
-      throw new Error(
-        `${error.message}: ${JSON.stringify({ relogins, shown: shown(), ...(followed?.diagnostics?.() ?? {}) })}`,
-      );
+      const state = followers.map((f) => ({
+        kind: f.name,
+        relogins: f.relogins(),
+        shown: shown(f),
+        ...(f.followed.diagnostics?.() ?? {}),
+      }));
+      throw new Error(`${error.message}: ${JSON.stringify(state)}`);
     });
-    expect(visitorWindow.contents('agent')).toEqual(all('a'));
-    expect(agentWindow.contents('visitor')).toEqual(all('v'));
-    expect([visitorWindow.repeatedLive(), agentWindow.repeatedLive()]).toEqual([0, 0]);
-    // Sessions survive a restart on Redis; the embedded store forgets them at each restart.
-    if (stores.redisUrl) expect(relogins).toBe(0);
-    else expect(relogins).toBeGreaterThanOrEqual(2);
-    followed.afterwards?.(Boolean(stores.redisUrl));
+    for (const { name, parties, followed, relogins } of followers) {
+      expect(parties.visitorWindow.contents('agent'), name).toEqual(all('a'));
+      expect(parties.agentWindow.contents('visitor'), name).toEqual(all('v'));
+      expect([parties.visitorWindow.repeatedLive(), parties.agentWindow.repeatedLive()], name).toEqual([0, 0]);
+      // Sessions survive a restart on Redis; the embedded store forgets them at each restart.
+      if (stores.redisUrl) expect(relogins(), name).toBe(0);
+      else expect(relogins(), name).toBeGreaterThanOrEqual(2);
+      followed.afterwards?.(Boolean(stores.redisUrl));
+    }
   } finally {
-    await followed?.stop?.();
+    for (const { followed } of followers) await followed.stop?.();
     await server.app.stop();
     await proxy.close();
     await stores.drop();
