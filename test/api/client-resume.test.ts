@@ -56,10 +56,20 @@ function client(
   return { c, states };
 }
 
+// The socket-kill and keep-alive tests share one gateway with the default settings: each makes
+// its own clients and counts only what it subscribed to after they connected.
+let defaultApp: TestApp | undefined;
+async function gatewayWithDefaults() {
+  if (!defaultApp) {
+    defaultApp = await startTestApp();
+    apps.push(defaultApp);
+  }
+  return defaultApp;
+}
+
 describe('client/: resume after socket drops, exactly once', () => {
   it('an agent (Session token) and a visitor (bearer) see every event once across repeated socket kills', async () => {
-    const t = await startTestApp();
-    apps.push(t);
+    const t = await gatewayWithDefaults();
     const { token } = await agentSession(t.url, 'alice');
     const { token: bearer } = await visitorToken(t.url);
     const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
@@ -128,8 +138,7 @@ describe('client/: resume after socket drops, exactly once', () => {
 
 describe('client/: keep-alive against the gateway', () => {
   it("the gateway answers the client's pings: the connection is kept", async () => {
-    const t = await startTestApp();
-    apps.push(t);
+    const t = await gatewayWithDefaults();
     const { token } = await agentSession(t.url, 'alice');
     const states: string[] = [];
     const c = createParleyClient({
