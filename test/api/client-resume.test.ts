@@ -3,7 +3,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { type ChannelEvent, createParleyClient, type Identity, type ParleyClient } from '../../client/index.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { cutNetwork, openSockets, publishCount, RecordedWebSocket, range, recorded } from '../support/resume.js';
-import { freshStores, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
+import { freshStores, sharedTestApp, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
 
 // Issue 14, "Our own client": socket kills and a server restart under client/ and every event
@@ -58,14 +58,7 @@ function client(
 
 // The socket-kill and keep-alive tests share one gateway with the default settings: each makes
 // its own clients and counts only what it subscribed to after they connected.
-let defaultApp: TestApp | undefined;
-async function gatewayWithDefaults() {
-  if (!defaultApp) {
-    defaultApp = await startTestApp();
-    apps.push(defaultApp);
-  }
-  return defaultApp;
-}
+const gatewayWithDefaults = sharedTestApp(apps);
 
 describe('client/: resume after socket drops, exactly once', () => {
   it('an agent (Session token) and a visitor (bearer) see every event once across repeated socket kills', async () => {

@@ -8,7 +8,7 @@ import { channelOperation } from '../../client/operation.js';
 import { parleyExchange } from '../../client/urql.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
 import { cutNetwork, openSockets, publishCount, RecordedWebSocket, range } from '../support/resume.js';
-import { freshStores, INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
+import { freshStores, INTERNAL_TOKEN, sharedTestApp, startTestApp, type TestApp } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
 
 // Issue 32: Apollo Client and urql, through the first-party link and exchange, lose nothing and
@@ -134,14 +134,7 @@ const TOTAL = 100;
 
 // The socket-cut tests of both libraries share one gateway: each subscribes afresh (no `since`),
 // so it sees only the events published after its subscription, and its feeds count only those.
-let cutsApp: TestApp | undefined;
-async function gatewayForCuts() {
-  if (!cutsApp) {
-    cutsApp = await startTestApp();
-    apps.push(cutsApp);
-  }
-  return cutsApp;
-}
+const gatewayForCuts = sharedTestApp(apps);
 
 describe.each([
   ['Apollo Client 4 + createParleyLink', apollo],

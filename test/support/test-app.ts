@@ -95,6 +95,22 @@ export async function startTestApp(
   };
 }
 
+/**
+ * A gateway with the default settings shared by the tests of one file that need nothing of their
+ * own (no restart, no env): started on the first call, pushed onto `apps`, which the file stops
+ * in its afterAll. Each test still makes its own clients and counts only its own events.
+ */
+export function sharedTestApp(apps: TestApp[]): () => Promise<TestApp> {
+  let shared: Promise<TestApp> | undefined;
+  return () => {
+    shared ??= startTestApp().then((t) => {
+      apps.push(t);
+      return t;
+    });
+    return shared;
+  };
+}
+
 /** Runs `fn` with the app's domain clock (deps.now) moved `ms` forward. */
 export async function withClockAhead<T>(t: TestApp, ms: number, fn: () => Promise<T>): Promise<T> {
   const realNow = t.app.deps.now;
