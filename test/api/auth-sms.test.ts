@@ -1,51 +1,32 @@
-import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSmsDriver, maskMobile } from '../../src/auth/sms-driver.js';
 import { createLogger } from '../../src/log.js';
 import { SMS_CODE_TRIES, SMS_CODE_TTL_SECONDS } from '../../src/resolvers/sms.js';
 import { HttpClient } from '../support/clients.js';
+import { smsGateway } from '../support/sms-gateway.js';
 import { CAPTCHA, startTestApp, type TestApp, withClockAhead } from '../support/test-app.js';
 
-/** A stand-in SMS gateway: records every message; numbers ending in 0500 make it fail. */
-interface SmsMessage {
-  mobile: string;
-  code: string;
-  purpose: string;
-}
-const sent: SmsMessage[] = [];
+/** The stand-in SMS gateway: numbers ending in 0500 make it fail. */
 const FAILING_MOBILE = '13900000500';
-let gateway: Server;
+let gateway: Awaited<ReturnType<typeof smsGateway>>;
 
 let t: TestApp;
 beforeAll(async () => {
-  gateway = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk) => {
-      body += chunk;
-    });
-    req.on('end', () => {
-      const message = JSON.parse(body) as SmsMessage;
-      sent.push(message);
-      res.statusCode = message.mobile === FAILING_MOBILE ? 500 : 200;
-      res.end();
-    });
-  });
-  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-  const { port } = gateway.address() as AddressInfo;
+  gateway = await smsGateway({ fails: (mobile) => mobile === FAILING_MOBILE });
   t = await startTestApp({
     env: {
       SMS_REGISTRATION: 'on',
       SMS_DRIVER: 'webhook',
-      SMS_WEBHOOK_URL: `http://127.0.0.1:${port}/sms`,
+      SMS_WEBHOOK_URL: gateway.url,
       TRUST_PROXY: 'on', // each test comes from an address of its own (X-Forwarded-For)
     },
   });
 });
 afterAll(async () => {
   await t?.stop();
-  await new Promise((resolve) => gateway?.close(resolve));
+  await gateway?.close();
 });
 
 /** Every Session ID and SMS code seen in this file, looked for in the log at the end. */
@@ -91,11 +72,7 @@ async function requestSms(
 const verify = (client: HttpClient, mobile: string, code: string) =>
   client.json('/agent/login/smsverify', { method: 'POST', form: { mobile, code } });
 
-const codeSentTo = (mobile: string) => {
-  const message = sent.filter((m) => m.mobile === mobile).at(-1);
-  if (!message) throw new Error(`no SMS was sent to ${mobile}`);
-  return message.code;
-};
+const codeSentTo = (mobile: string) => gateway.codeSentTo(mobile);
 
 /** POSTs a form on a fresh TCP connection (no keep-alive pool) and parses the envelope. */
 function postOwnConnection(path: string, cookie: string, form: Record<string, string>) {
@@ -134,7 +111,7 @@ describe('SMS captcha — POST /agent/login/smscaptcha', () => {
     const { status, body } = await requestSms(newClient(), mobile);
     expect(status).toBe(200);
     expect(body).toEqual({ code: 0, msg: '', data: [] });
-    expect(sent.at(-1)).toEqual({ mobile, code: expect.stringMatching(/^\d{6}$/), purpose: 'register' });
+    expect(gateway.sent.at(-1)).toEqual({ mobile, code: expect.stringMatching(/^\d{6}$/), purpose: 'register' });
   });
 
   it('accepts a JSON body as well as a form', async () => {
@@ -145,16 +122,16 @@ describe('SMS captcha — POST /agent/login/smscaptcha', () => {
   it.each(['12345', '12800000000', '1380000000', '138000000001', '+8613800000000', '1380000000a', ''])(
     'validates the mobile number format (%j)',
     async (mobile) => {
-      const before = sent.length;
+      const before = gateway.sent.length;
       const { body } = await requestSms(newClient(), mobile);
       expect(body.code).toBe(1000);
       expect(body.msg).toMatch(/mobile/);
-      expect(sent.length).toBe(before);
+      expect(gateway.sent.length).toBe(before);
     },
   );
 
   it('requires the registration captcha of the same Session first', async () => {
-    const before = sent.length;
+    const before = gateway.sent.length;
     const noCaptcha = await requestSms(newClient(), newMobile(), { fetchJoin: false });
     expect(noCaptcha.body.code).toBe(1001);
     const wrong = await requestSms(newClient(), newMobile(), { captcha: 'wrong' });
@@ -165,7 +142,7 @@ describe('SMS captcha — POST /agent/login/smscaptcha', () => {
     });
     expect(missing.body.code).toBe(1000);
     expect(missing.body.msg).toMatch(/captcha/);
-    expect(sent.length).toBe(before);
+    expect(gateway.sent.length).toBe(before);
   });
 
   it('the login captcha does not pass for registration (and vice versa)', async () => {
@@ -430,6 +407,6 @@ describe('Logs', () => {
       expect(raw).not.toContain(secret);
     }
     expect(raw).not.toMatch(new RegExp(`(?<![A-Za-z0-9])${CAPTCHA}(?![A-Za-z0-9])`, 'i'));
-    for (const { code } of sent) expect(raw).not.toMatch(new RegExp(`(?<![\\d.])${code}(?!\\d)`));
+    for (const { code } of gateway.sent) expect(raw).not.toMatch(new RegExp(`(?<![\\d.])${code}(?!\\d)`));
   });
 });

@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { eq } from 'drizzle-orm';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
@@ -15,30 +13,8 @@ import {
   useBrowserApp,
 } from '../support/browser.js';
 import { HttpClient } from '../support/clients.js';
+import { smsGateway } from '../support/sms-gateway.js';
 import { CAPTCHA, type TestApp } from '../support/test-app.js';
-
-/** A stand-in SMS gateway for SMS_DRIVER=webhook: it keeps the codes it was asked to send. */
-async function smsGateway() {
-  const codes = new Map<string, string>();
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk) => {
-      body += chunk;
-    });
-    req.on('end', () => {
-      const { mobile, code } = JSON.parse(body) as { mobile: string; code: string };
-      codes.set(mobile, code);
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/sms`,
-    codes,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 /**
  * The registration page (SMS registration on, codes sent through the webhook driver to a stand-in
@@ -104,7 +80,7 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
     expect(await admin.getByRole('textbox', { name: /captcha/i }).inputValue()).toBe('');
     expect(await admin.locator('#captcha-image').getAttribute('src')).not.toBe(before);
 
-    const code = gateway.codes.get(mobile);
+    const code = gateway.codeSentTo(mobile);
     expect(code).toMatch(/^\d{6}$/);
     const wrong = code === '000000' ? '111111' : '000000';
     await admin.getByLabel('SMS code').fill(wrong);
@@ -114,7 +90,7 @@ describeInBrowser('the merchant’s desk in a real browser: register, administer
       .getByText(/wrong sms code/i)
       .waitFor();
 
-    await admin.getByLabel('SMS code').fill(code as string);
+    await admin.getByLabel('SMS code').fill(code);
     await admin.getByRole('button', { name: 'Register' }).click();
 
     // Logged in as the new merchant's admin, on the admin page.
