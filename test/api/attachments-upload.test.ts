@@ -110,7 +110,7 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
     ] as const;
     for (const c of cases) {
       for (const how of ['off', 'absent'] as const) {
-        policyIt(`${c.off} ${how} → ${c.kind} refused, declared or derived from the bytes`, async () => {
+        it(`${c.off} ${how} → ${c.kind} refused, declared or derived from the bytes`, async () => {
           const switches: Record<string, string> = { ...ALL_ON };
           if (how === 'off') switches[c.off] = 'off';
           else delete switches[c.off];
@@ -127,7 +127,7 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
       }
     }
 
-    policyIt('every switch off → refused before reading', async () => {
+    it('every switch off → refused before reading', async () => {
       await setMerchant(w.t, 'demo', { switches: {} });
       const { status, body } = await upload(w.t.url, pdf(100), { bearer: visitor.token });
       expect(status).toBe(403);
@@ -231,28 +231,25 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
   });
 
   policyDescribe('the type comes from the bytes', () => {
-    policyIt(
-      'an executable named photo.png with Content-Type image/png is a file, and refused as an image',
-      async () => {
-        const derived = await upload(w.t.url, exe(), {
-          bearer: visitor.token,
-          filename: 'photo.png',
-          contentType: 'image/png',
-        });
-        expect(derived.body.data).toMatchObject({ kind: 'file', mime: 'application/octet-stream', name: 'photo.png' });
-        const declared = await upload(w.t.url, exe(), {
-          bearer: visitor.token,
-          filename: 'photo.png',
-          contentType: 'image/png',
-          kind: 'image',
-        });
-        expect(declared.status).toBe(400);
-        expect(declared.body.code).toBe(1000);
-        expect(declared.body.msg).toMatch(/not an image/);
-      },
-    );
+    it('an executable named photo.png with Content-Type image/png is a file, and refused as an image', async () => {
+      const derived = await upload(w.t.url, exe(), {
+        bearer: visitor.token,
+        filename: 'photo.png',
+        contentType: 'image/png',
+      });
+      expect(derived.body.data).toMatchObject({ kind: 'file', mime: 'application/octet-stream', name: 'photo.png' });
+      const declared = await upload(w.t.url, exe(), {
+        bearer: visitor.token,
+        filename: 'photo.png',
+        contentType: 'image/png',
+        kind: 'image',
+      });
+      expect(declared.status).toBe(400);
+      expect(declared.body.code).toBe(1000);
+      expect(declared.body.msg).toMatch(/not an image/);
+    });
 
-    policyIt('a PNG named report.pdf sent as application/pdf is an image/png', async () => {
+    it('a PNG named report.pdf sent as application/pdf is an image/png', async () => {
       const { body } = await upload(w.t.url, await png(), {
         bearer: visitor.token,
         filename: 'report.pdf',
@@ -261,7 +258,7 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
       expect(body.data).toMatchObject({ kind: 'image', mime: 'image/png' });
     });
 
-    policyIt('a PDF declared as video is refused; kind in the query works as the field does', async () => {
+    it('a PDF declared as video is refused; kind in the query works as the field does', async () => {
       const { status, body } = await upload(w.t.url, pdf(2000), { bearer: visitor.token, queryKind: 'video' });
       expect(status).toBe(400);
       expect(body.msg).toMatch(/not a video/);
@@ -269,7 +266,7 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
       expect(ok.body.data).toMatchObject({ kind: 'video', mime: 'video/mp4' });
     });
 
-    policyIt('HTML and SVG are files, never images', async () => {
+    it('HTML and SVG are files, never images', async () => {
       const html = Buffer.from('<!DOCTYPE html><html><script>alert(1)</script></html>');
       const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>');
       expect((await upload(w.t.url, html, { bearer: visitor.token, filename: 'a.png' })).body.data).toMatchObject({
