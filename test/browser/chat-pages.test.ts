@@ -236,6 +236,36 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
   );
 
   it(
+    'messages written in quick succession are stored in the order written, even when the first one’s answer is slow',
+    async () => {
+      await openWorkbench();
+      const uid = await openVisitor();
+      await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+      // The first send is held 1 s on its way to the server: sent side by side, the second would
+      // be stored (and numbered) first. The page sends one after the other (chat-send.js).
+      let sends = 0;
+      await visitor.route('**/visitor/message/send', async (route) => {
+        sends += 1;
+        if (sends === 1) await new Promise((resolve) => setTimeout(resolve, 1000));
+        await route.continue();
+      });
+      await say(visitor, 'Written first');
+      await say(visitor, 'Written second');
+      await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+      await agent.locator('#messages li[data-sender="visitor"]', { hasText: 'Written second' }).waitFor();
+      const written = (page: Page) =>
+        page
+          .locator('#messages li[data-message-id] .message-text')
+          .allTextContents()
+          .then((texts) => texts.filter((x) => x.startsWith('Written')));
+      expect(await written(agent)).toEqual(['Written first', 'Written second']);
+      await poll(() => written(visitor)).toEqual(['Written first', 'Written second']);
+      expect(sends).toBe(2);
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
     'a message.created lost on the way (a seq jump) is fetched with after: nothing is missing, in order',
     async () => {
       await openWorkbench();

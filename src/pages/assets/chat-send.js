@@ -17,16 +17,37 @@ export const newClientMsgId = () =>
 /** @type {Set<number>} */
 const RETRYABLE = new Set([CODES.SERVICE_UNAVAILABLE, CODES.INTERNAL, CODES.RATE_LIMITED]);
 
+/** The page's previous send, settled: each send leaves after it (see `sendOnce`). */
+let previousSend = Promise.resolve();
+
 /**
  * Sends a message exactly once: the same `client_msg_id` on every attempt, so a retry after a
  * lost answer returns the stored message instead of a second one. Resolves with the envelope of
  * the last attempt; a network failure or a retryable code is tried again (up to `attempts`).
+ * A page's sends go one after another, each once the previous one is settled: sent side by side,
+ * messages written in quick succession (or one being retried) could be stored, and numbered, in
+ * another order than they were written.
  * @param {string} path
  * @param {Record<string, string>} fields
  * @param {{ headers?: Record<string, string>, attempts?: number }} [options]
  * @returns {Promise<Envelope>}
  */
-export async function sendOnce(path, fields, { headers = {}, attempts = 5 } = {}) {
+export function sendOnce(path, fields, options) {
+  const sent = previousSend.then(() => attemptSend(path, fields, options));
+  previousSend = sent.then(
+    () => {},
+    () => {},
+  );
+  return sent;
+}
+
+/**
+ * @param {string} path
+ * @param {Record<string, string>} fields
+ * @param {{ headers?: Record<string, string>, attempts?: number }} [options]
+ * @returns {Promise<Envelope>}
+ */
+async function attemptSend(path, fields, { headers = {}, attempts = 5 } = {}) {
   /** @type {Envelope} */
   let last = { code: CODES.SERVICE_UNAVAILABLE, msg: 'The server could not be reached.', data: [] };
   for (let attempt = 0; attempt < attempts; attempt++) {
