@@ -10,7 +10,7 @@ export const LOGIN_PAGE = PATHS.LOGIN;
 
 /**
  * @typedef {{ code: number, msg: string, data: any }} Envelope The gateway's answer.
- * @typedef {{ method?: string, form?: Record<string, string>, json?: unknown, headers?: Record<string, string> }} CallOptions
+ * @typedef {{ method?: string, form?: Record<string, string>, json?: unknown, headers?: Record<string, string>, signal?: AbortSignal }} CallOptions
  */
 
 /**
@@ -21,9 +21,9 @@ export const LOGIN_PAGE = PATHS.LOGIN;
  * @param {CallOptions} [options]
  * @returns {Promise<{ status: number, headers: Headers, body: Envelope }>}
  */
-export async function callJson(path, { method = 'GET', form, json, headers = {} } = {}) {
+export async function callJson(path, { method = 'GET', form, json, headers = {}, signal } = {}) {
   /** @type {RequestInit & { headers: Record<string, string> }} */
-  const init = { method, credentials: 'include', headers: { Accept: 'application/json', ...headers } };
+  const init = { method, credentials: 'include', headers: { Accept: 'application/json', ...headers }, signal };
   if (form) init.body = new URLSearchParams(form);
   if (json !== undefined) {
     init.headers['Content-Type'] = 'application/json';

@@ -13,6 +13,13 @@ import { CODES } from '/assets/contract.js';
 export const newClientMsgId = () =>
   `${Date.now().toString(36)}-${Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 
+/**
+ * How long one attempt may wait for its answer: sends go one after another, so an attempt that
+ * never hears back must not hold the messages written after it. Given up, it is tried again with
+ * the same `client_msg_id` (stored once either way).
+ */
+const ATTEMPT_TIMEOUT_MS = 15_000;
+
 /** Envelope codes worth another try with the same client_msg_id: the server may not have stored it. */
 /** @type {Set<number>} */
 const RETRYABLE = new Set([CODES.SERVICE_UNAVAILABLE, CODES.INTERNAL, CODES.RATE_LIMITED]);
@@ -53,11 +60,16 @@ async function attemptSend(path, fields, { headers = {}, attempts = 5 } = {}) {
   for (let attempt = 0; attempt < attempts; attempt++) {
     if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** attempt, 5000)));
     try {
-      const { body } = await callJson(path, { method: 'POST', json: fields, headers });
+      const { body } = await callJson(path, {
+        method: 'POST',
+        json: fields,
+        headers,
+        signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
+      });
       last = body;
       if (!RETRYABLE.has(body.code)) return body;
     } catch {
-      // network failure: the request may or may not have arrived; the same key makes retrying safe
+      // network failure or no answer in time: the request may or may not have arrived; the same key makes retrying safe
     }
   }
   return last;
