@@ -16,6 +16,7 @@ import {
   eventually,
   type Factories,
   recordEvents,
+  refusalOf,
   type TestDeps,
   type TestMerchant,
   useTestDeps,
@@ -92,10 +93,15 @@ describe('agent state', () => {
     w.recorder.stop();
   });
 
-  it('offline cannot be chosen, nor any state but busy, away and online', async () => {
+  it('offline cannot be chosen, nor any state but busy, away and online — each refusal says which', async () => {
     const w = await watched();
-    for (const state of ['offline', 'sleeping', 'BUSY', '']) {
-      expect(await codeOf(setAgentState(deps, w.agent, state)), state).toBe('BAD_USER_INPUT');
+    expect(await refusalOf(setAgentState(deps, w.agent, 'offline'))).toBe(
+      'BAD_USER_INPUT: state offline cannot be chosen: it follows from having no connection',
+    );
+    for (const state of ['sleeping', 'BUSY', '']) {
+      expect(await refusalOf(setAgentState(deps, w.agent, state)), state).toBe(
+        'BAD_USER_INPUT: state must be busy, away or online',
+      );
     }
     expect(await manualState(w.agent)).toBeNull();
   });
@@ -116,8 +122,20 @@ describe('agent state', () => {
     const w = await watched();
     const other = await make.merchant();
     const moved: AgentViewer = { ...w.agent, merchantId: other.merchantId };
-    expect(await codeOf(setAgentState(deps, moved, 'busy'))).toBe('SESSION_MISMATCH');
+    expect(await refusalOf(setAgentState(deps, moved, 'busy'))).toBe(
+      'SESSION_MISMATCH: Invalid parameter: agent not found, please log in again',
+    );
     expect(await manualState(w.agent)).toBeNull();
+  });
+
+  it('an agent made a ticket agent while connected reads offline: it has no online reception', async () => {
+    const w = await watched();
+    await make.online(w.agent);
+    await deps.db.update(agents).set({ level: 'ticket_agent' }).where(eq(agents.id, w.agent.agentId));
+    const [demoted] = await deps.db.select().from(agents).where(eq(agents.id, w.agent.agentId));
+    expect(await readAgentState(deps, demoted!)).toBe('offline');
+    // Its connection is still there: only the level says offline.
+    expect(await deps.presence.stateOf(w.agent.agentId)).toBe('online');
   });
 });
 
@@ -184,6 +202,68 @@ describe('connections', () => {
     w.recorder.stop();
   });
 
+  it('a closed connection lingers for exactly the grace period, then its agent goes offline by the grace timer', async () => {
+    const w = await watched();
+    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 0.3 } });
+    const connection = await tracker.connected(w.agent);
+    const closedAt = Date.now();
+    await tracker.disconnected(connection);
+    // The lease runs to the close plus the grace (0.3 s), read at a fixed moment, not waited for
+    // (a read at a later moment would drop the connection from the embedded store).
+    expect(await deps.presence.isOnline(w.agent.agentId, closedAt + 200)).toBe(true);
+    // The grace timer fires after the lease ended (not before it, which would settle online and
+    // leave the agent shown online until a sweep): offline with no sweep run.
+    await eventually(() => w.states().length === 2, 'offline by the grace timer');
+    expect(w.states()).toEqual([
+      ['online', 'connected'],
+      ['offline', 'disconnected'],
+    ]);
+    await tracker.close();
+    w.recorder.stop();
+  });
+
+  it('one of two connections ending its grace leaves a busy agent busy (it re-checks connections, not the chosen state)', async () => {
+    const w = await watched();
+    const tracker = createPresenceTracker({ ...deps, config: { ...deps.config, presenceGraceSeconds: 0 } });
+    const [first] = [await tracker.connected(w.agent), await tracker.connected(w.agent)];
+    await setAgentState(deps, w.agent, 'busy');
+    // The grace timer is a fake one moved past its moment (time still runs for the stores' own
+    // timers); close() then waits for the settle it started.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'], shouldAdvanceTime: true });
+    try {
+      await tracker.disconnected(first);
+      vi.advanceTimersByTime(20);
+      await tracker.close();
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await deps.presence.isOnline(w.agent.agentId, Date.now())).toBe(true);
+    expect(await readAgentState(deps, w.agent.agent)).toBe('busy');
+    await w.settled();
+    expect(w.states()).toEqual([
+      ['online', 'connected'],
+      ['busy', 'manual'],
+    ]);
+    w.recorder.stop();
+  });
+
+  it('a presence store failure is logged and the socket still gets its connection', async () => {
+    const w = await watched();
+    const warnings: string[] = [];
+    const log = Object.create(deps.log, { warn: { value: (_: unknown, message: string) => warnings.push(message) } });
+    const presence = {
+      ...deps.presence,
+      touch: async () => {
+        throw new Error('presence store down');
+      },
+    };
+    const tracker = createPresenceTracker({ ...deps, log, presence });
+    expect(await tracker.connected(w.agent)).toEqual(expect.any(String));
+    expect(warnings).toEqual(['presence: connect failed']);
+    await tracker.close();
+    w.recorder.stop();
+  });
+
   it('connections left behind by a crashed instance expire: the sweep takes their agent offline', async () => {
     const w = await watched();
     const crashed = createPresenceTracker(deps);
@@ -201,24 +281,36 @@ describe('connections', () => {
     w.recorder.stop();
   });
 
-  it('the heartbeat brings back a connection dropped as expired (a stalled instance)', async () => {
+  it('the heartbeat brings back a connection dropped as expired (a stalled instance), in the state chosen', async () => {
     const w = await watched();
     // Only the heartbeat's interval is faked: the work it starts runs for real.
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
-    const tracker = createPresenceTracker(deps);
+    let touches = 0;
+    const presence = {
+      ...deps.presence,
+      touch: (...args: Parameters<typeof deps.presence.touch>) => {
+        touches++;
+        return deps.presence.touch(...args);
+      },
+    };
+    const tracker = createPresenceTracker({ ...deps, presence });
     try {
       tracker.start();
       tracker.start(); // one heartbeat, not two
       await tracker.connected(w.agent);
+      await setAgentState(deps, w.agent, 'away');
       await settleExpiredPresence({ ...deps, now: () => Date.now() + CONNECTION_TTL_MS + 1_000 });
       expect(await readAgentState(deps, w.agent.agent)).toBe('offline');
+      touches = 0;
       vi.advanceTimersByTime(HEARTBEAT_MS);
-      await eventually(async () => (await readAgentState(deps, w.agent.agent)) === 'online', 'back online');
+      await eventually(async () => (await readAgentState(deps, w.agent.agent)) === 'away', 'back, away');
+      expect(touches).toBe(1); // one beat refreshed the one connection
       await w.settled();
       expect(w.states()).toEqual([
         ['online', 'connected'],
+        ['away', 'manual'],
         ['offline', 'disconnected'],
-        ['online', 'connected'],
+        ['away', 'connected'],
       ]);
     } finally {
       await tracker.close();
