@@ -109,6 +109,7 @@ export const parts = {
     vitestConfig: 'vitest.mutation-adapters.config.ts',
     tests: [
       'test/domain/**/*.test.ts',
+      'test/unit/storage-drivers.test.ts',
       ...api('attachments-storage-edges', 'attachments-download', 'attachments-upload', 'config-cache'),
     ],
   },
