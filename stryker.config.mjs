@@ -110,6 +110,7 @@ export const parts = {
     tests: [
       'test/domain/**/*.test.ts',
       'test/unit/storage-drivers.test.ts',
+      'test/unit/stores-contract.test.ts',
       ...api('attachments-storage-edges', 'attachments-download', 'attachments-upload', 'config-cache'),
     ],
   },
