@@ -91,6 +91,7 @@ export const parts = {
     vitestConfig: 'vitest.mutation-adapters.config.ts',
     tests: [
       'test/unit/http-edges.test.ts',
+      'test/unit/session-store.test.ts',
       ...api(
       'hardening-http',
       'hardening-cors-csrf',
