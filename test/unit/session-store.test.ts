@@ -443,6 +443,77 @@ describe('the client info and saving of a request Session', () => {
     expect(requestSessionPort(req({ headers: { 'user-agent': ['first', 'second'] } })).client?.device).toBe('first');
   });
 
+  /** The layer of `cfg` on a tiny app: GET /set writes the Session, /read reads it, /end unsets it. */
+  async function sessionApp(
+    cfg: Config,
+    work: (url: string, layer: ReturnType<typeof createSessionLayer>) => Promise<void>,
+  ) {
+    const layer = createSessionLayer(cfg, undefined);
+    const app = express();
+    if (cfg.trustProxy) app.set('trust proxy', true);
+    app.use(layer.middleware);
+    app.get('/set', (rq, rs) => {
+      (rq.session as SessionData & { note?: string }).note = 'set';
+      rs.json({ sid: rq.sessionID });
+    });
+    app.get('/read', (rq, rs) => {
+      rs.json({ note: (rq.session as SessionData & { note?: string }).note ?? null });
+    });
+    app.get('/end', (rq, rs) => {
+      (rq as { session: unknown }).session = null;
+      rs.json({});
+    });
+    const httpServer = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => httpServer.once('listening', resolve));
+    try {
+      await work(`http://127.0.0.1:${(httpServer.address() as AddressInfo).port}`, layer);
+    } finally {
+      httpServer.closeAllConnections();
+      await new Promise((resolve) => httpServer.close(resolve));
+    }
+  }
+
+  it('the Session cookie: HttpOnly, SameSite=Lax, path /, the Session lifetime, renewed on every request; none until written', async () => {
+    await sessionApp(config, async (url, layer) => {
+      expect((await fetch(`${url}/read`)).headers.get('set-cookie')).toBeNull();
+      const set = await fetch(`${url}/set`);
+      const { sid } = (await set.json()) as { sid: string };
+      const cookie = set.headers.get('set-cookie') ?? '';
+      const [pair, ...attributes] = cookie.split('; ');
+      expect(pair).toMatch(new RegExp(`^parley\\.sid=s%3A${sid}\\.`));
+      expect(attributes.filter((a) => !a.startsWith('Expires='))).toEqual(['Path=/', 'HttpOnly', 'SameSite=Lax']);
+      const expires = Date.parse(attributes.find((a) => a.startsWith('Expires='))!.slice('Expires='.length));
+      expect(Math.abs(expires - (Date.now() + TTL * 1000))).toBeLessThan(60_000);
+      // Rolling: a request that only reads the Session gets the cookie again.
+      const read = await fetch(`${url}/read`, { headers: { cookie: pair! } });
+      expect(await read.json()).toEqual({ note: 'set' });
+      expect(read.headers.get('set-cookie')).toMatch(/^parley\.sid=/);
+      // Unset: the stored Session is destroyed.
+      await fetch(`${url}/end`, { headers: { cookie: pair! } });
+      expect(await getOf(layer.store, sid)).toBeFalsy();
+    });
+  });
+
+  it('in production the cookie is Secure: sent over HTTPS (behind a trusted proxy), never over plain HTTP', async () => {
+    const production = { ...config, env: 'production', trustProxy: true } as Config;
+    await sessionApp(production, async (url) => {
+      expect((await fetch(`${url}/set`)).headers.get('set-cookie')).toBeNull();
+      const https = await fetch(`${url}/set`, { headers: { 'x-forwarded-proto': 'https' } });
+      expect(https.headers.get('set-cookie')).toMatch(/; Secure(;|$)/);
+    });
+    // Elsewhere the cookie follows the connection: Secure behind HTTPS, plain over HTTP.
+    await sessionApp({ ...config, trustProxy: true } as Config, async (url) => {
+      expect((await fetch(`${url}/set`)).headers.get('set-cookie')).not.toMatch(/Secure/);
+      const https = await fetch(`${url}/set`, { headers: { 'x-forwarded-proto': 'https' } });
+      expect(https.headers.get('set-cookie')).toMatch(/; Secure(;|$)/);
+    });
+    // Without a trusted proxy a forwarded protocol is not believed.
+    await sessionApp(config, async (url) => {
+      const forged = await fetch(`${url}/set`, { headers: { 'x-forwarded-proto': 'https' } });
+      expect(forged.headers.get('set-cookie')).not.toMatch(/Secure/);
+    });
+  });
+
   it('save writes the request Session to the store before the response', async () => {
     const layer = createSessionLayer(config, undefined);
     const app = express();
