@@ -5,7 +5,7 @@ import { sign } from 'cookie-signature';
 import express, { type Request, type Response } from 'express';
 import type { SessionData, Store } from 'express-session';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Config } from '../../src/config.js';
 import {
   createSessionLayer,
@@ -15,8 +15,7 @@ import {
   SESSION_COOKIE,
   sessionDirectory,
 } from '../../src/http/session.js';
-import { connectRedis, redisReady } from '../../src/stores/redis.js';
-import { freePort, hasRedisServer, type PrivateService, startPrivateRedis } from '../support/private-services.js';
+import { useTestRedis } from '../support/test-redis.js';
 
 /**
  * The agent Session layer checked value by value without a gateway: the Session ID a request
@@ -29,31 +28,8 @@ const SECRET = 'session-store-test-secret';
 const TTL = 3600;
 const config = { sessionSecret: SECRET, sessionTtlSeconds: TTL, trustProxy: false, env: 'test' } as Config;
 
-const privateRedis = !process.env.REDIS_URL && hasRedisServer();
-const onRedis = Boolean(process.env.REDIS_URL) || privateRedis;
-let server: PrivateService | undefined;
-const clients: Redis[] = [];
-async function redisClient(): Promise<Redis> {
-  const url = process.env.REDIS_URL ?? (server as PrivateService).url;
-  const client = connectRedis(url, { keyPrefix: `parley-test:${randomBytes(6).toString('hex')}:` });
-  clients.push(client);
-  await redisReady(client);
-  return client;
-}
-/** A client of a port nobody listens on: every command fails. */
-async function deadRedis(): Promise<Redis> {
-  const client = connectRedis(`redis://127.0.0.1:${await freePort()}`);
-  clients.push(client);
-  return client;
-}
+const testRedis = useTestRedis();
 
-beforeAll(async () => {
-  if (privateRedis) server = await startPrivateRedis();
-});
-afterAll(async () => {
-  for (const client of clients) client.disconnect();
-  await server?.destroy();
-});
 afterEach(() => {
   vi.useRealTimers();
 });
@@ -295,11 +271,11 @@ describe('the in-memory Session store', () => {
   });
 });
 
-describe.runIf(onRedis)('the Redis Session store', () => {
+describe.runIf(testRedis.available)('the Redis Session store', () => {
   let redis: Redis;
   let store: Store;
   beforeAll(async () => {
-    redis = await redisClient();
+    redis = await testRedis.client();
     store = createSessionLayer(config, redis).store;
   });
 
@@ -369,7 +345,7 @@ describe.runIf(onRedis)('the Redis Session store', () => {
     expect(set.args?.[0]).toBeInstanceOf(Error);
     await expect(promising(store).set(sid(), unserialisable)).resolves.toBeUndefined();
 
-    const deadStore = createSessionLayer(config, await deadRedis()).store;
+    const deadStore = createSessionLayer(config, await testRedis.dead()).store;
     const destroyed = await viaCallback((cb) => deadStore.destroy(sid(), cb));
     expect(destroyed.args?.[0]).toBeInstanceOf(Error);
     await expect(promising(deadStore).destroy(sid())).resolves.toBeUndefined();
@@ -392,7 +368,9 @@ describe.runIf(onRedis)('the Redis Session store', () => {
 
 describe.each([
   ['in memory', async () => createSessionLayer(config, undefined)],
-  ...(onRedis ? [['on Redis', async () => createSessionLayer(config, await redisClient())] as const] : []),
+  ...(testRedis.available
+    ? [['on Redis', async () => createSessionLayer(config, await testRedis.client())] as const]
+    : []),
 ] as const)('Session ports and directory %s', (_, make) => {
   it('a stored port saves and destroys the stored Session, and cannot regenerate', async () => {
     const layer = await make();

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BackendUnavailableError, DomainError } from '../../src/errors.js';
 import { compareIds, globalEventId, positionOfSince } from '../../src/stores/event-id.js';
 import { type KeyValueStore, memoryKeyValueStore, redisKeyValueStore } from '../../src/stores/kv.js';
 import { memoryPresenceStore, type PresenceStore, redisPresenceStore } from '../../src/stores/presence-store.js';
 import { type Limit, type RateLimiterFactory, rateLimiterFactory } from '../../src/stores/rate-limits.js';
 import { connectRedis, redisReady } from '../../src/stores/redis.js';
-import { freePort, hasRedisServer, type PrivateService, startPrivateRedis } from '../support/private-services.js';
+import { useTestRedis } from '../support/test-redis.js';
 
 /**
  * The small stores (presence, short-lived values, rate limits) hold one contract in both forms:
@@ -15,38 +15,13 @@ import { freePort, hasRedisServer, type PrivateService, startPrivateRedis } from
  * gateway behaves the same on either and the embedded mutation run judges the Redis code too.
  */
 
-const privateRedis = !process.env.REDIS_URL && hasRedisServer();
-const onRedis = Boolean(process.env.REDIS_URL) || privateRedis;
-let server: PrivateService | undefined;
-const clients: Redis[] = [];
-/** A client of its own key prefix, so runs and parallel files never meet. */
-async function redisClient(): Promise<Redis> {
-  const url = process.env.REDIS_URL ?? (server as PrivateService).url;
-  const client = connectRedis(url, { keyPrefix: `parley-test:${randomBytes(6).toString('hex')}:` });
-  clients.push(client);
-  await redisReady(client);
-  return client;
-}
-/** A client of a port nobody listens on: every command fails. */
-async function deadRedis(opts: { lazy?: boolean } = {}): Promise<Redis> {
-  const client = connectRedis(`redis://127.0.0.1:${await freePort()}`, opts);
-  clients.push(client);
-  return client;
-}
-
-beforeAll(async () => {
-  if (privateRedis) server = await startPrivateRedis();
-});
-afterAll(async () => {
-  for (const client of clients) client.disconnect();
-  await server?.destroy();
-});
+const redis = useTestRedis();
 
 /** The forms a contract runs on: memory always, Redis when there is one. */
-function forms<T>(memory: () => T | Promise<T>, redis: (client: Redis) => T) {
+function forms<T>(memory: () => T | Promise<T>, onRedis: (client: Redis) => T) {
   return [
     ['in memory', memory],
-    ...(onRedis ? [['on Redis', async () => redis(await redisClient())] as const] : []),
+    ...(redis.available ? [['on Redis', async () => onRedis(await redis.client())] as const] : []),
   ] as const;
 }
 
@@ -96,8 +71,8 @@ describe.each(forms<PresenceStore>(memoryPresenceStore, redisPresenceStore))('pr
 });
 
 describe('presence store on Redis', () => {
-  it.runIf(onRedis)('keeps its records under the client’s prefix, with an expiry', async () => {
-    const client = await redisClient();
+  it.runIf(redis.available)('keeps its records under the client’s prefix, with an expiry', async () => {
+    const client = await redis.client();
     const store = redisPresenceStore(client);
     redisPresenceStore(client); // a second store on one client reuses the settle script
     await store.touch('a5', 'c', 10_000);
@@ -156,8 +131,8 @@ describe('short-lived values', () => {
     expect(await kv.members('s')).toEqual([]);
   });
 
-  it.runIf(onRedis)('on Redis, values and sets carry their time to live', async () => {
-    const client = await redisClient();
+  it.runIf(redis.available)('on Redis, values and sets carry their time to live', async () => {
+    const client = await redis.client();
     const kv = redisKeyValueStore(client);
     await kv.set('k', 'v', 30);
     await kv.setIfAbsent('n', 'v', 40);
@@ -241,7 +216,7 @@ describe.each(
 
 describe('rate limits when Redis is down', () => {
   it('every operation fails as the store being unavailable, not as a refusal', async () => {
-    const limits = rateLimiterFactory({ redis: await deadRedis() });
+    const limits = rateLimiterFactory({ redis: await redis.dead() });
     const l = limit(5);
     await expect(limits(l).consume('s', () => 'x')).rejects.toBeInstanceOf(BackendUnavailableError);
     await expect(limits(l).isBlocked('s')).rejects.toBeInstanceOf(BackendUnavailableError);
@@ -262,7 +237,7 @@ describe('rate limits when Redis is down', () => {
 
 describe('Redis clients', () => {
   it('fail fast while Redis is down: a command is refused at once as unavailable, not queued', async () => {
-    const dead = await deadRedis();
+    const dead = await redis.dead();
     expect(dead.listenerCount('error')).toBeGreaterThan(0); // an 'error' event cannot crash the process
     // Refused by the client itself, before any retry: not held in an offline queue.
     await expect(redisKeyValueStore(dead).get('k')).rejects.toSatisfy(
@@ -274,27 +249,28 @@ describe('Redis clients', () => {
   });
 
   it('connect at once unless lazy, reconnect at most a second apart', async () => {
-    const lazy = await deadRedis({ lazy: true });
+    const lazy = await redis.dead({ lazy: true });
     expect(lazy.status).toBe('wait');
-    const eager = await deadRedis();
+    const eager = await redis.dead();
     expect(eager.status).not.toBe('wait');
     const retry = eager.options.retryStrategy as (times: number) => number;
     expect([retry(1), retry(5), retry(30)]).toEqual([100, 500, 1_000]);
   });
 
-  it.runIf(onRedis)('become ready, leave no listener behind, and keep their keys under the prefix', async () => {
-    const url = process.env.REDIS_URL ?? (server as PrivateService).url;
-    const client = connectRedis(url, { keyPrefix: 'parley-test-prefix:' });
-    const raw = connectRedis(url);
-    clients.push(client, raw);
-    const before = client.listenerCount('ready');
-    await redisReady(client);
-    await redisReady(client); // already ready
-    expect(client.listenerCount('ready')).toBe(before);
-    await client.set('k', 'v', 'EX', 10);
-    await redisReady(raw);
-    expect(await raw.get('parley-test-prefix:k')).toBe('v');
-  });
+  it.runIf(redis.available)(
+    'become ready, leave no listener behind, and keep their keys under the prefix',
+    async () => {
+      const client = redis.kept(connectRedis(redis.url(), { keyPrefix: 'parley-test-prefix:' }));
+      const raw = redis.kept(connectRedis(redis.url()));
+      const before = client.listenerCount('ready');
+      await redisReady(client);
+      await redisReady(client); // already ready
+      expect(client.listenerCount('ready')).toBe(before);
+      await client.set('k', 'v', 'EX', 10);
+      await redisReady(raw);
+      expect(await raw.get('parley-test-prefix:k')).toBe('v');
+    },
+  );
 });
 
 describe('event ids', () => {
