@@ -134,3 +134,15 @@ if (Object.keys(took).length)
       .map(([n, s]) => `${n} ${s} s`)
       .join(', ')}; ${Math.round((Date.now() - started) / 1000)} s wall in all`,
   );
+
+// A survivor that completed no test was not tested at all (its tests failed to collect, or none was
+// selected): a defect of the run, not of the tests, so it is named rather than silently scored.
+const untested = Object.entries(merged.files).flatMap(([path, entry]) =>
+  entry.mutants
+    .filter((/** @type {Mutant} */ m) => m.status === 'Survived' && m.testsCompleted === 0)
+    .map((/** @type {Mutant} */ m) => `${path}:${m.location.start.line}:${m.location.start.column}`),
+);
+if (untested.length)
+  console.log(
+    `[mutation] warning: ${untested.length} survivors completed no test (${untested.slice(0, 5).join(', ')}${untested.length > 5 ? ', …' : ''}); re-run their files`,
+  );
