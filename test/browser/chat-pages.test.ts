@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Page, Route } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import { agents, merchants } from '../../src/db/schema.js';
@@ -64,15 +64,17 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
     visitorTab = await openTab(browser);
     visitor = visitorTab.page;
   });
-  afterEach(async (context) => {
-    // The visitor leaves: its conversation closes, so Alice's capacity is free for the next test.
-    await visitor
+  /** The visitor leaves: its conversation closes, so Alice's capacity is free for the next test. */
+  const leave = (page: Page) =>
+    page
       .evaluate(async () => {
         const token = sessionStorage.getItem('parley.visitor-token:demo-appkey');
         if (token)
           await fetch('/visitor/chat/close', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
       })
       .catch(() => {});
+  afterEach(async (context) => {
+    await leave(visitor);
     await visitorTab.close();
     if (context.task.result?.state === 'fail') {
       await workbench?.close();
@@ -94,12 +96,12 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
     await live(agent);
     await agent.waitForSelector('#agent-state[data-state="online"]', { state: 'attached' });
   };
-  const openVisitor = async () => {
+  const openVisitor = async (page = visitor) => {
     // The widget's panel opened as a page of its own (what the launcher's iframe shows).
-    await visitor.goto(`${t.url}/widget/frame?appkey=demo-appkey`);
-    await visitor.locator('#main[data-visitor-id]').waitFor({ state: 'attached' });
-    await live(visitor);
-    return (await visitor.locator('#main').getAttribute('data-visitor-id')) ?? '';
+    await page.goto(`${t.url}/widget/frame?appkey=demo-appkey`);
+    await page.locator('#main[data-visitor-id]').waitFor({ state: 'attached' });
+    await live(page);
+    return (await page.locator('#main').getAttribute('data-visitor-id')) ?? '';
   };
   const say = async (page: Page, text: string) => {
     await page.locator('#message-input').fill(text);
@@ -261,6 +263,68 @@ describeInBrowser('chat pages: a visitor page and the workbench against one serv
       expect(await written(agent)).toEqual(['Written first', 'Written second']);
       await poll(() => written(visitor)).toEqual(['Written first', 'Written second']);
       expect(sends).toBe(2);
+    },
+    STORY_TIMEOUT,
+  );
+
+  it(
+    'a reply held on its way in one conversation does not hold the agent’s reply in another; within one they still go in order',
+    async () => {
+      await openWorkbench();
+      const first = await openVisitor();
+      const otherTab = await openTab(browser);
+      const other = otherTab.page;
+      try {
+        const second = await openVisitor(other);
+        await poll(() => visitor.locator('#chat-state').getAttribute('data-state')).toBe('active');
+        await poll(() => other.locator('#chat-state').getAttribute('data-state')).toBe('active');
+        // Every reply to the first visitor is held on its way to the server (a hung connection)
+        // until released; replies to anyone else pass.
+        const held: Route[] = [];
+        let released = false;
+        await agent.route('**/agent/message/send', async (route) => {
+          if (!released && JSON.parse(route.request().postData() ?? '{}').visitor_id === first) held.push(route);
+          else await route.continue();
+        });
+        const openChat = async (uid: string) => {
+          await agent.locator(`#conversation-list li[data-uid="${uid}"] .conversation-open`).click();
+          await agent.locator(`#conversation-list li[data-uid="${uid}"][aria-current="true"]`).waitFor();
+        };
+        await openChat(first);
+        await say(agent, 'To the first, held');
+        await say(agent, 'To the first, written after it');
+        await poll(async () => held.length).toBe(1);
+
+        // The agent moves on to the second conversation: its reply is stored at once, not after
+        // the first conversation's attempts (up to about 90 s).
+        await openChat(second);
+        await say(agent, 'To the second');
+        await agent.locator('#messages li[data-message-id]', { hasText: 'To the second' }).waitFor({ timeout: 5_000 });
+        await other.locator('#messages li[data-sender="agent"]', { hasText: 'To the second' }).waitFor();
+        // Meanwhile the first conversation's second reply still waits behind its first.
+        expect(held.length).toBe(1);
+        expect(await visitor.locator('#messages li', { hasText: 'To the first' }).count()).toBe(0);
+
+        // Released: the first conversation's replies are stored in the order written.
+        const lastAnswered = agent.waitForResponse(
+          (r) => r.url().endsWith('/agent/message/send') && (r.request().postData() ?? '').includes('written after it'),
+        );
+        released = true;
+        for (const route of held) await route.continue();
+        await lastAnswered;
+        await visitor.locator('#messages li', { hasText: 'To the first, written after it' }).waitFor();
+        expect((await texts(visitor)).filter((x) => x.startsWith('To the first'))).toEqual([
+          'To the first, held',
+          'To the first, written after it',
+        ]);
+        // Their answers, arriving while the second conversation is open, stay out of its log.
+        expect(await agent.locator('#messages li', { hasText: 'To the first' }).count()).toBe(0);
+        expect(agentTab.problems).toEqual([]);
+      } finally {
+        await agent.unroute('**/agent/message/send');
+        await leave(other);
+        await otherTab.close();
+      }
     },
     STORY_TIMEOUT,
   );

@@ -14,9 +14,9 @@ export const newClientMsgId = () =>
   `${Date.now().toString(36)}-${Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 
 /**
- * How long one attempt may wait for its answer: sends go one after another, so an attempt that
- * never hears back must not hold the messages written after it. Given up, it is tried again with
- * the same `client_msg_id` (stored once either way).
+ * How long one attempt may wait for its answer: a conversation's sends go one after another, so an
+ * attempt that never hears back must not hold the messages written after it in that conversation.
+ * Given up, it is tried again with the same `client_msg_id` (stored once either way).
  */
 const ATTEMPT_TIMEOUT_MS = 15_000;
 
@@ -24,27 +24,39 @@ const ATTEMPT_TIMEOUT_MS = 15_000;
 /** @type {Set<number>} */
 const RETRYABLE = new Set([CODES.SERVICE_UNAVAILABLE, CODES.INTERNAL, CODES.RATE_LIMITED]);
 
-/** The page's previous send, settled: each send leaves after it (see `sendOnce`). */
-let previousSend = Promise.resolve();
+/**
+ * Each conversation's previous send, settled, by queue key (see `sendOnce`). A key is deleted once
+ * its last send is settled, so the map holds only the conversations with a send under way.
+ * @type {Map<string, Promise<void>>}
+ */
+const previousSends = new Map();
 
 /**
  * Sends a message exactly once: the same `client_msg_id` on every attempt, so a retry after a
  * lost answer returns the stored message instead of a second one. Resolves with the envelope of
  * the last attempt; a network failure or a retryable code is tried again (up to `attempts`).
- * A page's sends go one after another, each once the previous one is settled: sent side by side,
- * messages written in quick succession (or one being retried) could be stored, and numbered, in
- * another order than they were written.
+ * A conversation's sends go one after another, each once the previous one is settled: sent side
+ * by side, messages written in quick succession (or one being retried) could be stored, and
+ * numbered, in another order than they were written. Order matters only within a conversation, so
+ * each conversation has its own queue: on the workbench, where an agent answers several, one
+ * conversation's send that fails or hangs (up to about 90 s of attempts) must not hold the
+ * replies to the others.
  * @param {string} path
  * @param {Record<string, string>} fields
- * @param {{ headers?: Record<string, string>, attempts?: number }} [options]
+ * @param {{ headers?: Record<string, string>, attempts?: number, conversation?: string }} [options]
+ *   `conversation` names the message's conversation on a page that has several (the workbench: the
+ *   visitor id); without it the path's sends share one queue (the widget's one conversation)
  * @returns {Promise<Envelope>}
  */
-export function sendOnce(path, fields, options) {
-  const sent = previousSend.then(() => attemptSend(path, fields, options));
-  previousSend = sent.then(
-    () => {},
-    () => {},
-  );
+export function sendOnce(path, fields, { conversation = '', ...options } = {}) {
+  const key = `${path} ${conversation}`;
+  const sent = (previousSends.get(key) ?? Promise.resolve()).then(() => attemptSend(path, fields, options));
+  // Settled either way; the last send of its queue forgets the key (a later one has replaced it).
+  const forget = () => {
+    if (previousSends.get(key) === settled) previousSends.delete(key);
+  };
+  const settled = sent.then(forget, forget);
+  previousSends.set(key, settled);
   return sent;
 }
 

@@ -42,7 +42,14 @@ export function replyArea({ log, visitorId, showError }) {
     /** @type {Record<string, string>} */
     const body = { visitor_id: uid, client_msg_id: clientMsgId };
     for (const [name, value] of Object.entries(fields)) if (value !== undefined) body[name] = value;
-    const answer = await sendOnce('/agent/message/send', body);
+    // Queued per conversation: a reply to one visitor never waits behind another's that hangs.
+    const answer = await sendOnce('/agent/message/send', body, { conversation: uid });
+    if (visitorId() !== uid) {
+      // Answered after the agent opened another conversation: the log shows that one now, and a
+      // "Not sent" line there would offer a Retry that sends to the open conversation instead.
+      if (answer.code !== 0) showError(`A reply to another conversation was not sent: ${answer.msg}`);
+      return answer;
+    }
     if (answer.code !== 0) {
       log.setPending({ clientMsgId, content: fields.content ?? '', state: 'failed', error: answer.msg });
       showError(answer.msg);
