@@ -5,7 +5,7 @@ import { sign } from 'cookie-signature';
 import express, { type Request, type Response } from 'express';
 import type { SessionData, Store } from 'express-session';
 import type { Redis } from 'ioredis';
-import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Config } from '../../src/config.js';
 import {
   createSessionLayer,
@@ -276,6 +276,10 @@ describe.runIf(testRedis.available)('the Redis Session store', () => {
   let store: Store;
   beforeAll(async () => {
     redis = await testRedis.client();
+  });
+  // A store per test, not per file: what its construction sets (the ended marker's key, touch
+  // disabled) then belongs to each test, so the mutation run runs these tests against it.
+  beforeEach(() => {
     store = createSessionLayer(config, redis).store;
   });
 
