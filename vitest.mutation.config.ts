@@ -31,7 +31,7 @@ export default defineConfig({
     ...domain.test,
     include: partTests(domain.test?.include ?? []),
     env: { ...domain.test?.env, TEST_WAIT_MS: '2000' },
-    setupFiles: ['test/support/mutant-timeouts.ts'],
+    setupFiles: ['test/support/mutant-activation.ts', 'test/support/mutant-timeouts.ts'],
   },
   plugins: [
     {

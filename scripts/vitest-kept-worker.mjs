@@ -21,22 +21,6 @@ const port = parentPort;
  */
 const MUTANT_TEST_TIMEOUT_MS = Number(process.env.PARLEY_MUTANT_TEST_TIMEOUT_MS) || 5_000;
 
-/**
- * Starts a run with no mutant active, as a new thread would. Stryker's setup file activates a
- * runtime mutant in a `beforeAll` and never deactivates it, so in a kept thread the previous
- * mutant stayed active while the next run collected its test files: a file that calls the code at
- * collection (a `describe` building a Session layer) then failed to collect under that mutant,
- * its tests never ran, the `beforeAll` that would have activated the new mutant never came, and
- * Stryker counted every later mutant of that thread as survived with no test completed.
- * @param {Record<string, unknown> | undefined} provided the run's provided context
- */
-function forgetPreviousMutant(provided) {
-  const namespace = provided?.globalNamespace;
-  const strykerGlobal =
-    typeof namespace === 'string' ? /** @type {Record<string, any>} */ (globalThis)[namespace] : undefined;
-  if (strykerGlobal) strykerGlobal.activeMutant = undefined;
-}
-
 /** The runtime's listeners: its own message handler first, then the RPC channel of the current run. */
 const listeners = [];
 /** The config of the current run, as its `start` message brought it. */
@@ -48,7 +32,6 @@ port.on('message', (message) => {
       listeners.splice(1);
       runConfig = message.context?.config;
     }
-    if (message.type === 'run') forgetPreviousMutant(message.context?.providedContext);
     if (message.type === 'run' && message.context?.providedContext?.mode === 'mutant' && runConfig)
       message.context.config = { ...runConfig, testTimeout: MUTANT_TEST_TIMEOUT_MS };
   }
