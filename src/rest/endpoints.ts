@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { Deps } from '../deps.js';
 import { agentEndpoints } from './agent.js';
 import { apiKeyEndpoints } from './api-keys.js';
 import { attachmentEndpoints } from './attachments.js';
@@ -50,15 +51,23 @@ export const endpoints: readonly AnyRoute[] = [
       description: 'OpenAPI 3.1.',
       schema: z.object({ openapi: z.string() }).passthrough(),
     },
-    async handle({ res }) {
-      res.type('application/json').send(openApiJson());
+    async handle({ deps, res }) {
+      res.type('application/json').send(openApiJson(deps));
     },
   }),
 ];
 
-let document: string | undefined;
-/** The document as served (built once: it depends on the declarations only). */
-const openApiJson = () => {
-  document ??= JSON.stringify(buildOpenApiDocument(endpoints));
+/**
+ * The document as served, built once per gateway (it depends on the declarations only). Per
+ * gateway, not per process: a process that keeps its modules across gateways (the mutation run's
+ * kept test thread) must not serve a document built by code that has changed since.
+ */
+const documents = new WeakMap<Deps, string>();
+const openApiJson = (deps: Deps) => {
+  let document = documents.get(deps);
+  if (document === undefined) {
+    document = JSON.stringify(buildOpenApiDocument(endpoints));
+    documents.set(deps, document);
+  }
   return document;
 };
