@@ -165,6 +165,8 @@ describe('POST /pusher/auth (row 9)', () => {
     for (let i = 1; i < PUSHER_AUTHS; i++) expect((await authorize(`123.${457 + i}`)).status).toBe(200);
     const refused = await authorize('999.1');
     expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+    expect(refused.headers.get('cache-control')).toBe('no-store');
     expect(await refused.json()).toMatchObject({ code: 'RATE_LIMITED' });
     expect(await t.app.deps.kv.get(`pusher-grant:999.1:${sha256(channel, 'base64url')}`)).toBeNull();
   });
