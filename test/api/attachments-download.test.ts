@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { conversations, messages } from '../../src/db/schema.js';
@@ -155,6 +157,62 @@ describe.each(DRIVERS)('attachments: download (%s storage)', (driver) => {
       });
     }
 
+    it('the headers of a download, by value: type, nosniff, sandbox, private cache, disposition, length, ranges', async () => {
+      const res = await get(w.t.url, image.url);
+      const body = Buffer.from(await res.arrayBuffer());
+      expect(
+        Object.fromEntries(
+          [
+            'content-type',
+            'x-content-type-options',
+            'content-security-policy',
+            'cache-control',
+            'content-disposition',
+            'accept-ranges',
+            'content-length',
+            'content-range',
+          ].map((h) => [h, res.headers.get(h)]),
+        ),
+      ).toEqual({
+        'content-type': 'image/png',
+        'x-content-type-options': 'nosniff',
+        'content-security-policy': "default-src 'none'; sandbox",
+        'cache-control': 'private, max-age=300',
+        'content-disposition': `inline; filename="green.png"; filename*=UTF-8''green.png`,
+        'accept-ranges': 'bytes',
+        'content-length': String(image.size),
+        'content-range': null,
+      });
+      expect(body.length).toBe(image.size);
+    });
+
+    it('the thumbnail: a WebP shown inline, its size unknown beforehand, so no byte ranges (a Range is ignored)', async () => {
+      const whole = await get(w.t.url, image.thumbnail_url);
+      const bytes = Buffer.from(await whole.arrayBuffer());
+      expect(whole.status).toBe(200);
+      expect(whole.headers.get('content-type')).toBe('image/webp');
+      expect(whole.headers.get('cache-control')).toBe('private, max-age=300');
+      expect(whole.headers.get('content-disposition')).toBe(`inline; filename="green.png"; filename*=UTF-8''green.png`);
+      expect(whole.headers.get('accept-ranges')).toBeNull();
+      const asked = await get(w.t.url, image.thumbnail_url, { range: 'bytes=0-9' });
+      expect(asked.status).toBe(200);
+      expect(asked.headers.get('content-range')).toBeNull();
+      expect(asked.headers.get('accept-ranges')).toBeNull();
+      expect(Buffer.from(await asked.arrayBuffer()).equals(bytes)).toBe(true);
+    });
+
+    it("a file name with ' ( ) * is percent-encoded in filename* (RFC 5987), as-is in filename", async () => {
+      const { body } = await upload(w.t.url, Buffer.from('%PDF-1.4'), {
+        bearer: visitor.token,
+        filename: "it's (1)*.pdf",
+      });
+      expect(body.data.name).toBe("it's (1)*.pdf");
+      const res = await get(w.t.url, body.data.url);
+      expect(res.headers.get('content-disposition')).toBe(
+        `attachment; filename="it's (1)*.pdf"; filename*=UTF-8''it%27s%20%281%29%2A.pdf`,
+      );
+    });
+
     it('images, audio and video are shown inline; the thumbnail is a small WebP', async () => {
       const res = await get(w.t.url, image.url);
       expect(res.headers.get('content-disposition')).toMatch(/^inline/);
@@ -211,6 +269,138 @@ describe.each(DRIVERS)('attachments: download (%s storage)', (driver) => {
       const res = await get(w.t.url, video.url, { range: `bytes=${video.size}-` });
       expect(res.status).toBe(416);
       expect(res.headers.get('content-range')).toBe(`bytes */${video.size}`);
+    });
+
+    /** The answer's status, range headers and body, for one Range header. */
+    const ranged = async (range: string, method = 'GET') => {
+      const res = await fetch(w.t.url + video.url, { method, headers: { range } });
+      return {
+        status: res.status,
+        contentRange: res.headers.get('content-range'),
+        contentLength: res.headers.get('content-length'),
+        body: Buffer.from(await res.arrayBuffer()),
+      };
+    };
+
+    it('one byte, and an end past the last byte cut at the last byte: exactly those bytes', async () => {
+      expect(await ranged('bytes=5-5')).toEqual({
+        status: 206,
+        contentRange: `bytes 5-5/${bytes.length}`,
+        contentLength: '1',
+        body: bytes.subarray(5, 6),
+      });
+      expect(await ranged('bytes=49000-99999999')).toEqual({
+        status: 206,
+        contentRange: `bytes 49000-49999/${bytes.length}`,
+        contentLength: '1000',
+        body: bytes.subarray(49000),
+      });
+      expect(await ranged(`bytes=49990-${bytes.length}`)).toMatchObject({
+        contentRange: `bytes 49990-49999/${bytes.length}`,
+        body: bytes.subarray(49990),
+      });
+      // A suffix longer than the file is the whole file, as a range.
+      expect(await ranged('bytes=-999999')).toMatchObject({
+        status: 206,
+        contentRange: `bytes 0-49999/${bytes.length}`,
+        body: bytes,
+      });
+      // Whitespace around the value is not part of it (HTTP strips it before we see it).
+      expect(await ranged(' bytes=10-19 ')).toMatchObject({ status: 206, body: bytes.subarray(10, 20) });
+    });
+
+    it('a malformed Range, an empty one or several ranges: the whole file, 200, no Content-Range', async () => {
+      for (const range of [
+        'bytes=0-9,20-29',
+        'bytes=0-9x',
+        'xbytes=0-9',
+        'items=0-9',
+        'bytes=abc',
+        'bytes=1-2-3',
+        'bytes=-',
+        'bytes=',
+      ]) {
+        expect({ range, ...(await ranged(range)) }).toEqual({
+          range,
+          status: 200,
+          contentRange: null,
+          contentLength: String(bytes.length),
+          body: bytes,
+        });
+      }
+    });
+
+    it('a start after the end, or an empty suffix (bytes=-0) → 416 with the size, nothing of the file', async () => {
+      for (const range of ['bytes=500-400', 'bytes=-0', `bytes=${bytes.length + 10}-${bytes.length + 20}`]) {
+        const res = await ranged(range);
+        expect({ range, status: res.status, contentRange: res.contentRange, body: res.body.length }).toEqual({
+          range,
+          status: 416,
+          contentRange: `bytes */${bytes.length}`,
+          body: 0,
+        });
+      }
+    });
+
+    it('HEAD answers the headers of GET and no body, and does not read the object', async () => {
+      const storage = w.t.app.deps.storage;
+      const real = storage.get;
+      const opened: Readable[] = [];
+      storage.get = async (...args) => {
+        const body = await real.apply(storage, args);
+        if (body) opened.push(body);
+        return body;
+      };
+      try {
+        const head = await fetch(w.t.url + video.url, { method: 'HEAD' });
+        expect(head.status).toBe(200);
+        expect(head.headers.get('content-length')).toBe(String(bytes.length));
+        expect(head.headers.get('accept-ranges')).toBe('bytes');
+        expect(head.headers.get('content-type')).toBe('video/mp4');
+        expect((await head.arrayBuffer()).byteLength).toBe(0);
+        expect(await ranged('bytes=100-199', 'HEAD')).toEqual({
+          status: 206,
+          contentRange: `bytes 100-199/${bytes.length}`,
+          contentLength: '100',
+          body: Buffer.alloc(0),
+        });
+        // Opened (so a missing object is still 404), then let go unread.
+        expect(opened).toHaveLength(2);
+        for (const body of opened) {
+          expect(body.destroyed).toBe(true);
+          expect(body.readableEnded).toBe(false);
+        }
+      } finally {
+        storage.get = real;
+      }
+    });
+  });
+
+  describe('what is not there', () => {
+    const notFound = async (res: Response) => {
+      expect(res.status).toBe(404);
+      expect(await res.json()).toMatchObject({ code: 1404, msg: 'No such attachment' });
+    };
+
+    it('an id outside [A-Za-z0-9_-]{1,64} is not looked up (NUL, a dot, 65 characters): 404', async () => {
+      const asVisitor = { authorization: `Bearer ${visitor.token}` };
+      const id = image.attachment_id;
+      // A NUL byte never reaches the database (PostgreSQL refuses it in text): not found, not a failure.
+      for (const bad of [`${id}%00`, `%00${id}`, `${id}.png`, `.${id}`, 'a'.repeat(65)]) {
+        await notFound(await get(w.t.url, `/attachments/${bad}`, asVisitor));
+      }
+    });
+
+    it('the thumbnail of an attachment that has none, or an object gone from storage: 404', async () => {
+      const asVisitor = { authorization: `Bearer ${visitor.token}` };
+      const pdf = (await upload(w.t.url, Buffer.from('%PDF-1.4 no thumb'), { bearer: visitor.token })).body.data;
+      expect(pdf.thumbnail_url).toBeNull();
+      expect((await get(w.t.url, unsigned(pdf.url), asVisitor)).status).toBe(200);
+      await notFound(await get(w.t.url, `/attachments/${pdf.attachment_id}/thumbnail`, asVisitor));
+      const row = (await stored(w)).rows.find((r) => r.id === pdf.attachment_id);
+      if (!row) throw new Error('no row');
+      await w.storage.delete(row.storageKey);
+      await notFound(await get(w.t.url, pdf.url));
     });
   });
 
@@ -301,5 +491,70 @@ describe.each(DRIVERS)('attachments: download (%s storage)', (driver) => {
       expect((await get(w.t.url, recorded.url)).status).toBe(200);
       await w.storage.delete(foreign);
     });
+  });
+});
+
+/**
+ * The bytes a download spends of ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR, to the byte (one driver: the
+ * budget is counted above the storage; test/api/attachments-download-budget.test.ts has the rest).
+ */
+describe('attachments: download bytes counted exactly (local storage)', () => {
+  const BUDGET = 10_000;
+  const w = attachmentsWorld('local', { TRUST_PROXY: 'on', ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR: String(BUDGET) });
+  const address = () => `10.${randomBytes(3).join('.')}`;
+  let file: { url: string; size: number };
+  let image: { thumbnail_url: string };
+
+  beforeAll(async () => {
+    await setMerchant(w.t, 'demo', { switches: { ...ALL_ON } });
+    const visitor = await visitorToken(w.t.url);
+    file = (await upload(w.t.url, Buffer.alloc(6000, 'a'), { bearer: visitor.token })).body.data;
+    const png = await sharp({ create: { width: 30, height: 20, channels: 3, background: '#00a' } })
+      .png()
+      .toBuffer();
+    image = (await upload(w.t.url, png, { bearer: visitor.token })).body.data;
+  });
+
+  it('a range spends its length, a HEAD nothing: two ranges of 5,000 use up 10,000 exactly', async () => {
+    const from = { 'x-forwarded-for': address() };
+    for (let i = 0; i < 2; i++) {
+      const res = await get(w.t.url, file.url, { ...from, range: 'bytes=1000-5999' });
+      expect(res.status).toBe(206);
+      expect((await res.arrayBuffer()).byteLength).toBe(5000);
+    }
+    const refused = await get(w.t.url, file.url, { ...from, range: 'bytes=0-0' });
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { msg: string }).msg).toContain('ATTACHMENT_DOWNLOAD_BYTES_PER_HOUR');
+    // A HEAD sends none of the file: answered even with the budget used up.
+    const head = await fetch(w.t.url + file.url, { method: 'HEAD', headers: from });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBe('6000');
+  });
+
+  it('whole files spend their size: 6,000 then 4,000 of a range fit, then nothing does', async () => {
+    const from = { 'x-forwarded-for': address() };
+    expect((await (await get(w.t.url, file.url, from)).arrayBuffer()).byteLength).toBe(6000);
+    const rest = await get(w.t.url, file.url, { ...from, range: 'bytes=0-3999' });
+    expect(rest.status).toBe(206);
+    expect((await rest.arrayBuffer()).byteLength).toBe(4000);
+    expect((await get(w.t.url, file.url, { ...from, range: 'bytes=0-0' })).status).toBe(429);
+  });
+
+  it('a thumbnail (its size unknown beforehand) is counted once sent: the next download past the budget is refused', async () => {
+    const from = { 'x-forwarded-for': address() };
+    // 9,999 of 10,000 bytes spent: one byte left.
+    for (const range of ['bytes=0-4999', 'bytes=0-4998']) {
+      expect((await get(w.t.url, file.url, { ...from, range })).status).toBe(206);
+    }
+    const thumb = await get(w.t.url, image.thumbnail_url, from);
+    expect(thumb.status).toBe(200);
+    expect((await thumb.arrayBuffer()).byteLength).toBeGreaterThan(1);
+    // Settled after the answer: wait for the count rather than for a fixed time.
+    let next = await get(w.t.url, image.thumbnail_url, from);
+    for (let i = 0; i < 40 && next.status === 200; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      next = await get(w.t.url, image.thumbnail_url, from);
+    }
+    expect(next.status).toBe(429);
   });
 });

@@ -1,5 +1,6 @@
+import { request } from 'node:http';
 import sharp from 'sharp';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { attachments } from '../../src/db/schema.js';
 import { agentSession, visitorToken } from '../support/clients.js';
 import { movie } from '../support/media.js';
@@ -396,6 +397,184 @@ describe.each(DRIVERS)('attachments: upload (%s storage)', (driver) => {
       expect(now.rows).toHaveLength(1);
       expect(now.objects).toEqual([now.rows[0]?.storageKey]);
       expect(now.incoming).toEqual([]);
+    });
+  });
+});
+
+/**
+ * The form's fields and the body cap, on one driver (the storage is not reached before these
+ * checks) and on a gateway of their own: the suite above takes a visitor token per test, and the
+ * token limit (30 a minute per address) leaves no room for more.
+ */
+describe('attachments: upload, the form and the body cap (local storage)', () => {
+  const w = attachmentsWorld('local');
+  let visitor: { token: string; uid: string };
+
+  beforeAll(async () => {
+    await setMerchant(w.t, 'demo', { switches: { ...ALL_ON } });
+    visitor = await visitorToken(w.t.url);
+  });
+  beforeEach(() => clearAttachments(w));
+
+  const nothingStored = async () => {
+    const now = await stored(w);
+    expect(now.objects).toEqual([]);
+    expect(now.rows).toEqual([]);
+    expect(now.incoming).toEqual([]);
+  };
+
+  describe('the form, field by field', () => {
+    /** Posts a form built by `build` (fetch sends it as multipart/form-data with a boundary). */
+    const post = async (build: (form: FormData) => void, query = '') => {
+      const form = new FormData();
+      build(form);
+      const res = await fetch(`${w.t.url}/visitor/upload${query}`, {
+        method: 'POST',
+        body: form,
+        headers: { authorization: `Bearer ${visitor.token}` },
+      });
+      return { status: res.status, body: (await res.json()) as { code: number; msg: string; data?: { kind: string } } };
+    };
+    const pdfBlob = () => new Blob([new Uint8Array(pdf(500))], { type: 'application/pdf' });
+    const refused = (msg: string) => ({ status: 400, body: { code: 1000, msg } });
+
+    it('an empty kind (field or query) is no kind: derived from the bytes', async () => {
+      expect((await post((f) => f.append('file', pdfBlob(), 'a.pdf'), '?kind=')).body.data?.kind).toBe('file');
+      const field = await post((f) => {
+        f.append('kind', '');
+        f.append('file', pdfBlob(), 'a.pdf');
+      });
+      expect(field.body.data?.kind).toBe('file');
+    });
+
+    it('an unknown kind, in the query or the field, is refused with the kinds', async () => {
+      const rule = refused('kind must be image, file, video or voice');
+      expect(await post((f) => f.append('file', pdfBlob(), 'a.pdf'), '?kind=document')).toMatchObject(rule);
+      expect(
+        await post((f) => {
+          f.append('kind', 'document');
+          f.append('file', pdfBlob(), 'a.pdf');
+        }),
+      ).toMatchObject(rule);
+      await nothingStored();
+    });
+
+    it('other fields are ignored; kind after the file is refused', async () => {
+      const other = await post((f) => {
+        f.append('caption', 'hello');
+        f.append('file', pdfBlob(), 'a.pdf');
+        f.append('note', 'image');
+      });
+      expect(other).toMatchObject({ status: 200, body: { code: 0, data: { kind: 'file' } } });
+      await clearAttachments(w);
+      const late = await post((f) => {
+        f.append('file', pdfBlob(), 'a.pdf');
+        f.append('kind', 'file');
+      });
+      expect(late).toMatchObject(refused('Give kind before the file (or as a query parameter)'));
+      await eventually(
+        () => stored(w),
+        (s) => s.rows.length === 0 && s.objects.length === 0 && s.incoming.length === 0,
+        'nothing kept of the refused upload',
+      );
+    });
+
+    it('a file in another field is refused; of two files only the first is taken', async () => {
+      expect(await post((f) => f.append('upload', pdfBlob(), 'a.pdf'))).toMatchObject(
+        refused('The file must be in field "file"'),
+      );
+      await nothingStored();
+      const two = await post((f) => {
+        f.append('file', pdfBlob(), 'one.pdf');
+        f.append('file', pdfBlob(), 'two.pdf');
+      });
+      expect(two).toMatchObject({ status: 200, body: { code: 0 } });
+      // Had the second been taken too, it would be stored by now (it is as small as the first).
+      await new Promise((r) => setTimeout(r, 300));
+      const now = await stored(w);
+      expect(now.rows.map((r) => r.name)).toEqual(['one.pdf']);
+    });
+
+    /** A body sent by hand with this Content-Type; the answer's status, Connection header and envelope. */
+    const postRaw = (contentType: string, body: string) =>
+      new Promise<{ status: number; connection?: string; body: { code: number; msg: string } }>((resolve, reject) => {
+        const req = request(
+          `${w.t.url}/visitor/upload`,
+          {
+            method: 'POST',
+            headers: { authorization: `Bearer ${visitor.token}`, 'content-type': contentType },
+          },
+          (res) => {
+            let text = '';
+            res.on('data', (d) => {
+              text += d;
+            });
+            res.on('end', () =>
+              resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body: JSON.parse(text) }),
+            );
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+
+    it('not multipart/form-data: 400 naming the rule, and the connection is closed', async () => {
+      const rule = 'The upload must be multipart/form-data with the file in field "file"';
+      for (const type of ['application/json', 'text/plain; note="multipart/form-data; boundary=x"']) {
+        const answer = await postRaw(type, '{}');
+        expect({ type, ...answer }).toEqual({
+          type,
+          status: 400,
+          connection: 'close',
+          body: { code: 1000, msg: rule, data: [] },
+        });
+      }
+    });
+
+    it('multipart without a boundary, or cut off before its end: 400 "Malformed multipart body"', async () => {
+      const malformed = { status: 400, body: { code: 1000, msg: 'Malformed multipart body' } };
+      expect(await postRaw('multipart/form-data', 'x')).toMatchObject(malformed);
+      const cut = '--b0und\r\nContent-Disposition: form-data; name="kind"\r\n\r\nfile';
+      expect(await postRaw('multipart/form-data; boundary=b0und', cut)).toMatchObject(malformed);
+      await nothingStored();
+    });
+  });
+
+  describe('the body cap', () => {
+    it("an upload, the agent's as the visitor's, passes the 64 KiB body cap of other requests", async () => {
+      const alice = await agentSession(w.t.url, 'alice');
+      const big = pdf(200_000);
+      const agent = await upload(w.t.url, big, { path: '/agent/upload', agentToken: alice.token });
+      expect(agent).toMatchObject({ status: 200, body: { code: 0, data: { kind: 'file', size: big.length } } });
+      const own = await upload(w.t.url, big, { bearer: visitor.token });
+      expect(own).toMatchObject({ status: 200, body: { code: 0, data: { kind: 'file', size: big.length } } });
+    });
+
+    it('any other request declaring more than 64 KiB is refused before its body is read (413)', async () => {
+      /** Sends only the headers, announcing 100 kB; the answer, read before any body is sent. */
+      const announce = (method: string, path: string) =>
+        new Promise<{ status: number; msg?: string }>((resolve, reject) => {
+          const req = request(`${w.t.url}${path}`, {
+            method,
+            headers: { authorization: `Bearer ${visitor.token}`, 'content-length': '100000' },
+          });
+          req.on('response', (res) => {
+            let text = '';
+            res.on('data', (d) => {
+              text += d;
+            });
+            res.on('end', () => {
+              resolve({ status: res.statusCode ?? 0, msg: text ? JSON.parse(text).msg : undefined });
+              req.destroy();
+            });
+          });
+          req.on('error', reject);
+          req.flushHeaders();
+        });
+      const capped = { status: 413, msg: 'Request body larger than 64kb' };
+      expect(await announce('POST', '/attachments/upload')).toEqual(capped);
+      expect(await announce('PUT', '/visitor/upload')).toEqual(capped);
+      expect(await announce('POST', '/visitor/upload/more')).toEqual(capped);
     });
   });
 });
