@@ -51,6 +51,12 @@ export const parts = {
       'security-input',
       'hardening-chat',
       'hardening-visitor',
+      'rest-edges',
+      'visitor-token-failures',
+      'chat-fair-share',
+      'visitor-refusal-delay',
+      'attachments-abuse',
+      'attachments-download-budget',
     ),
   },
   schema: {

@@ -32,7 +32,7 @@ export function writeHeaders(
   }
 }
 
-/** One `bytes=` range (the first, when several are asked: the whole file is sent for none). */
+/** One `bytes=` range; a header that is not exactly one (several ranges, or malformed) gets the whole file. */
 export function parseRange(
   header: string | undefined,
   size: number,
