@@ -39,7 +39,8 @@ function signature(deps: Pick<Deps, 'config'>, merchantId: string, socketId: str
   return createHmac('sha256', appSecretOf(deps, merchantId)).update(`${socketId}:${channelName}`).digest('hex');
 }
 
-const grantKey = (socketId: string, channelName: string) =>
+/** Where the grant of a socket's channel is kept (tests read it to see which identity it names). */
+export const grantKey = (socketId: string, channelName: string) =>
   `pusher-grant:${socketId}:${createHash('sha256').update(channelName).digest('base64url')}`;
 
 /**

@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DomainError, LOGIN_REQUIRED_MSG } from '../../src/errors.js';
+import { grantKey } from '../../src/resolvers/channel-auth.js';
 import { formBool, formInt, formList, legacyInput } from '../../src/rest/legacy-input.js';
 import { bodyError } from '../../src/rest/route.js';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
@@ -253,30 +254,17 @@ describe('liveness, readiness and metrics', () => {
 
   it('503 with Redis configured and not answering, the database up', async () => {
     const t = await app();
+    // On the embedded stores there is no Redis client: a configured one that does not answer stands in.
     const deps = t.app.deps as { redis?: { ping(): Promise<unknown> } };
-    const real = deps.redis;
-    const down = { ping: async () => Promise.reject(new Error('redis down')) };
-    if (real) {
-      const ping = real.ping;
-      real.ping = down.ping;
-      try {
-        expect(await ready(t)).toEqual({
-          status: 503,
-          body: { status: 'unavailable', database: 'ok', redis: 'unavailable' },
-        });
-      } finally {
-        real.ping = ping;
-      }
-    } else {
-      deps.redis = down;
-      try {
-        expect(await ready(t)).toEqual({
-          status: 503,
-          body: { status: 'unavailable', database: 'ok', redis: 'unavailable' },
-        });
-      } finally {
-        deps.redis = undefined;
-      }
+    const redis = deps.redis;
+    deps.redis = { ping: async () => Promise.reject(new Error('redis down')) };
+    try {
+      expect(await ready(t)).toEqual({
+        status: 503,
+        body: { status: 'unavailable', database: 'ok', redis: 'unavailable' },
+      });
+    } finally {
+      deps.redis = redis;
     }
   });
 
@@ -290,7 +278,15 @@ describe('liveness, readiness and metrics', () => {
 });
 
 describe('POST /pusher/auth', () => {
-  const sha256 = (s: string, encoding: 'hex' | 'base64url') => createHash('sha256').update(s).digest(encoding);
+  const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+  /**
+   * Pusher's `auth`: `<app key>:<hex HMAC-SHA256 of "socket_id:channel_name">` under the merchant's
+   * app secret, which the gateway derives from SESSION_SECRET (src/resolvers/channel-auth.ts).
+   */
+  const pusherAuth = (t: TestApp, socketId: string, channel: string) => {
+    const secret = createHmac('sha256', t.config.sessionSecret).update('pusher-app-secret:m_demo').digest();
+    return `demo-appkey:${createHmac('sha256', secret).update(`${socketId}:${channel}`).digest('hex')}`;
+  };
   const authorize = async (t: TestApp, form: Record<string, string>, headers: Record<string, string> = {}) => {
     const res = await fetch(`${t.url}/pusher/auth`, {
       method: 'POST',
@@ -328,13 +324,11 @@ describe('POST /pusher/auth', () => {
       status: 200,
       cacheControl: 'no-store',
       retryAfter: null,
-      body: { auth: expect.stringMatching(/^demo-appkey:[0-9a-f]{64}$/) },
+      body: { auth: pusherAuth(t, '11.22', channel) },
     });
-    expect(
-      JSON.parse((await t.app.deps.kv.get(`pusher-grant:11.22:${sha256(channel, 'base64url')}`)) as string),
-    ).toEqual({
+    expect(JSON.parse((await t.app.deps.kv.get(grantKey('11.22', channel))) as string)).toEqual({
       kind: 'visitor',
-      tokenHash: sha256(v.token, 'hex'),
+      tokenHash: sha256(v.token),
     });
     const other = await authorize(t, { socket_id: '11.23', channel_name: 'private-agent-a_alice' }, bearer(v.token));
     expect(other).toMatchObject({
@@ -354,8 +348,8 @@ describe('POST /pusher/auth', () => {
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('cache-control')).toBe('no-store');
-    expect(await res.json()).toEqual({ auth: expect.stringMatching(/^demo-appkey:[0-9a-f]{64}$/) });
-    const grant = await t.app.deps.kv.get(`pusher-grant:33.44:${sha256('private-agent-a_alice', 'base64url')}`);
+    expect(await res.json()).toEqual({ auth: pusherAuth(t, '33.44', 'private-agent-a_alice') });
+    const grant = await t.app.deps.kv.get(grantKey('33.44', 'private-agent-a_alice'));
     expect(JSON.parse(grant as string)).toEqual({ kind: 'agent', sessionId: token });
   });
 });
