@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishEvent } from '../../src/resolvers/channels.js';
 import { CSRF_HEADERS } from '../../src/schema/security.js';
 import { HttpClient, visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -206,10 +207,13 @@ async function visitorSocket() {
   return { token, channel: body.data.visitor.channel, socket };
 }
 
-/** 'refused' when the subscription ends with errors, else 'live' once it started (or stayed open 500 ms). */
+/**
+ * 'refused' when the subscription ends with errors, else 'live' once it started: its `subscribed`
+ * position, or (with `since`, which has no such marker) the first event it replays.
+ */
 async function outcome(sub: ChannelSubscription, since?: string) {
   const started = since
-    ? new Promise((resolve) => setTimeout(resolve, 500))
+    ? sub.until((events) => events.length > 0, 'the replayed event', 5000)
     : eventually(() => sub.cursor, 'the subscribed position', 5000);
   return Promise.race([sub.ended.then((how) => (sub.errors ? 'refused' : how)), started.then(() => 'live')]);
 }
@@ -221,6 +225,8 @@ describe('graphql over a socket', () => {
     const first = socket.channel(channel);
     expect(await outcome(first)).toBe('live');
     const since = first.cursor as string;
+    // One event after `since`: a subscription with it that is let through replays it.
+    await publishEvent(t.app.deps, { channel, event: 'test.marker', data: {} });
     for (let i = 0; i < REPLAYS + 1; i++) expect(await outcome(socket.channel(channel))).toBe('live');
     for (let i = 0; i < REPLAYS; i++) expect(await outcome(socket.channel(channel, since), since)).toBe('live');
     const refused = socket.channel(channel, since);
