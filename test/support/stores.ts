@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { inject } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { openTemplateDatabase, type TemplateKind } from './pglite-template.js';
+import { openTemplateDatabase, recycledTemplateDatabase, type TemplateKind } from './pglite-template.js';
 
 // Kept apart from test-app.ts: the domain harness (deps.ts) needs the stores but not the gateway,
 // and importing the whole gateway would cost every domain test file (and every mutant run) a second.
@@ -80,7 +80,7 @@ export async function dropRedisKeys(redisUrl: string, pattern: string) {
 export async function templateDatabase(stores: TestStores, kind: TemplateKind): Promise<Database | undefined> {
   const templates = inject('pgliteTemplates');
   if (stores.databaseUrl || !templates) return undefined;
-  if (stores.pgliteDir === 'memory://') return openTemplateDatabase(templates[kind]);
+  if (stores.pgliteDir === 'memory://') return recycledTemplateDatabase(templates[kind]);
   if (existsSync(join(stores.pgliteDir, 'PG_VERSION'))) return undefined;
   return openTemplateDatabase(templates[kind], stores.pgliteDir);
 }
