@@ -3,7 +3,8 @@ import { HttpClient, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 
-// The Pusher protocol's edges over a raw socket, each answer compared whole: every malformed or
+// The Pusher protocol's edges over a raw socket, each answer compared whole: every refused upgrade
+// closes with its own code and reason; every malformed or
 // unsupported client message gets its own `pusher:error` and leaves the socket open; every refused
 // `pusher:subscribe` gets a `pusher:subscription_error` naming its own reason; a channel subscribed
 // twice is confirmed twice and delivers each event once.
@@ -40,6 +41,29 @@ async function answerTo(raw: Awaited<ReturnType<typeof connected>>, frame: strin
 }
 
 const error = (message: string) => ({ event: 'pusher:error', data: { code: null, message } });
+
+describe('the upgrade: each refusal closes with its own code and reason', () => {
+  const at = (path: string) => rawPusher(`${t.url.replace('http', 'ws')}${path}`);
+
+  it('no (or an empty) protocol version (4008), another version (4007), an unknown appkey (4001); 7.0 is 7', async () => {
+    expect(await at('/app/demo-appkey').closed).toEqual({ code: 4008, reason: 'No protocol version supplied' });
+    expect(await at('/app/demo-appkey?protocol=').closed).toEqual({
+      code: 4008,
+      reason: 'No protocol version supplied',
+    });
+    expect(await at('/app/demo-appkey?protocol=6').closed).toEqual({
+      code: 4007,
+      reason: 'Unsupported protocol version 6',
+    });
+    expect(await at('/app/no-such-appkey?protocol=7').closed).toEqual({
+      code: 4001,
+      reason: 'Application does not exist',
+    });
+    const seven = at('/app/demo-appkey?protocol=7.0');
+    sockets.push(seven);
+    expect((await seven.next('pusher:connection_established')).data).toMatchObject({ activity_timeout: 120 });
+  });
+});
 
 describe('pusher:error: each malformed or unsupported message is answered, and the socket stays open', () => {
   it('invalid JSON, a subscribe without a channel, a client event, an unknown event', async () => {
