@@ -4,10 +4,10 @@ import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 
 // The Pusher protocol's edges over a raw socket, each answer compared whole: every refused upgrade
-// closes with its own code and reason; every malformed or
-// unsupported client message gets its own `pusher:error` and leaves the socket open; every refused
-// `pusher:subscribe` gets a `pusher:subscription_error` naming its own reason; a channel subscribed
-// twice is confirmed twice and delivers each event once.
+// closes with its own code and reason; every malformed or unsupported client message gets its own
+// `pusher:error` and leaves the socket open; every refused `pusher:subscribe` gets a
+// `pusher:subscription_error` naming its own reason; a channel subscribed twice is confirmed twice
+// and delivers each event once.
 
 let t: TestApp;
 const sockets: ReturnType<typeof rawPusher>[] = [];
