@@ -146,3 +146,30 @@ if (untested.length)
   console.log(
     `[mutation] warning: ${untested.length} survivors completed no test (${untested.slice(0, 5).join(', ')}${untested.length > 5 ? ', …' : ''}); re-run their files`,
   );
+
+// Where a run's time goes: a killed mutant stops at its first failing test, a survivor runs every
+// test that reaches it, so a survivor on a path every test takes (a factory's merchant, a visitor
+// token) costs a run of the whole part. Tests completed stand in for time (Stryker records no
+// duration per mutant); the costliest survivors are the first to kill or to explain.
+/** @type {{ where: string, tests: number }[]} */
+const survivors = [];
+const testsBy = { detected: 0, undetected: 0 };
+for (const [path, entry] of Object.entries(merged.files))
+  for (const m of entry.mutants) {
+    const tests = m.testsCompleted ?? 0;
+    if (DETECTED.has(m.status)) testsBy.detected += tests;
+    if (UNDETECTED.has(m.status)) {
+      testsBy.undetected += tests;
+      survivors.push({
+        where: `${path}:${m.location.start.line} ${m.mutatorName} → ${JSON.stringify(m.replacement ?? '').slice(0, 40)}`,
+        tests,
+      });
+    }
+  }
+const testsInAll = testsBy.detected + testsBy.undetected;
+if (testsInAll) {
+  console.log(
+    `[mutation] tests completed: ${testsInAll}, ${Math.round((100 * testsBy.undetected) / testsInAll)} % of them for undetected mutants; the costliest:`,
+  );
+  for (const s of survivors.sort((a, b) => b.tests - a.tests).slice(0, 10)) console.log(`  ${s.tests} tests  ${s.where}`);
+}
