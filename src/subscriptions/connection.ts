@@ -125,8 +125,11 @@ export interface ConnectionCore {
   readonly limits: RealtimeLimits;
   /** A socket opened: counts it against the per-address and global caps. Throws ConnectionRefused. */
   open(transport: TransportSocket, request: IncomingMessage): Connection;
-  /** Sockets and subscriptions open on this instance. */
-  counts(): { sockets: number; subscriptions: number };
+  /**
+   * Sockets and subscriptions open on this instance, and how many addresses and identities hold
+   * one of them now (`tracked`: a closed socket's leave no entry behind).
+   */
+  counts(): { sockets: number; subscriptions: number; tracked: number };
 }
 
 export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'peekPort'>): ConnectionCore {
@@ -134,7 +137,7 @@ export function createConnectionCore(deps: Deps, sessions: Pick<SessionLayer, 'p
   return {
     limits: instance.limits,
     open: (transport, request) => openConnection(instance, transport, request),
-    counts: () => ({ ...instance.tallies.total }),
+    counts: () => ({ ...instance.tallies.total, tracked: instance.tallies.tracked() }),
   };
 }
 

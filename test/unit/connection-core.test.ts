@@ -94,7 +94,8 @@ describe('the connection core', () => {
     const c = core();
     const from = address();
     const sockets = [opened(c, from), opened(c, from), opened(c, from)];
-    expect(c.counts()).toEqual({ sockets: 3, subscriptions: 0 });
+    // One address holds them: one entry.
+    expect(c.counts()).toEqual({ sockets: 3, subscriptions: 0, tracked: 1 });
     expect(refusalOf(() => c.open(recorder(), request(from)))).toBe('too_many_connections');
     expect(() => c.open(recorder(), request(from))).toThrow('Too many connections from this address');
     // Another address still gets the instance's last socket, then the ceiling refuses everyone.
@@ -197,8 +198,12 @@ describe('the connection core', () => {
     // Closing a socket gives back its subscriptions and its identity's share; a release after it does nothing.
     await a.closed();
     releases[1]?.();
-    expect(c.counts()).toEqual({ sockets: 3, subscriptions: 5 });
+    // Entries: the address, the identity (still on b), the other address.
+    expect(c.counts()).toEqual({ sockets: 3, subscriptions: 5, tracked: 3 });
     expect(refusalOf(() => b.admitSubscription())).toBe('none');
+    // Every socket closed: no count and no entry is left of any address or identity.
+    await Promise.all([b, anonymous, elsewhere].map((connection) => connection.closed()));
+    expect(c.counts()).toEqual({ sockets: 0, subscriptions: 0, tracked: 0 });
   });
 
   it('one socket runs at most 20 operations at once, whatever the identity caps', () => {
@@ -265,7 +270,7 @@ describe('the connection core', () => {
     expect(connection.signal.aborted).toBe(true);
     // A second close changes no count.
     await connection.closed();
-    expect(c.counts()).toEqual({ sockets: 0, subscriptions: 0 });
+    expect(c.counts()).toEqual({ sockets: 0, subscriptions: 0, tracked: 0 });
   });
 
   it('a capability counts the socket against its holder’s socket cap, once per holder, until the socket closes', async () => {

@@ -25,7 +25,8 @@ export function createTallies() {
     if (tally.sockets <= 0 && tally.subscriptions <= 0) byKey.delete(key);
     else byKey.set(key, tally);
   };
-  return { total, of, add };
+  // An entry goes with its last socket and subscription: none is kept per past address or identity.
+  return { total, of, add, tracked: () => byKey.size };
 }
 
 export type Tallies = ReturnType<typeof createTallies>;
