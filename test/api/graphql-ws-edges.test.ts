@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { visitorToken } from '../support/clients.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import { freshStores, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
 import { rawSocket } from '../support/ws.js';
 
 /**
@@ -140,10 +140,22 @@ describe('graphql-ws operations', () => {
 
 describe('graphql-ws in production', () => {
   let prod: TestApp;
+  let stores: TestStores;
   beforeAll(async () => {
-    prod = await startTestApp({ config: { env: 'production' } });
+    stores = await freshStores();
+    // A production gateway never loads the demo data: on PostgreSQL a development gateway seeds
+    // the database first; the embedded database starts from the seeded template.
+    if (stores.databaseUrl) {
+      await (await startTestApp({ stores })).stop();
+      prod = await startTestApp({ stores, config: { env: 'production', demoSeed: false } });
+    } else {
+      prod = await startTestApp({ stores, config: { env: 'production' } });
+    }
+  }, 120_000);
+  afterAll(async () => {
+    await prod?.stop();
+    await stores?.drop();
   });
-  afterAll(() => prod?.stop());
 
   it('introspection is refused by validation, and a plain query still answers', async () => {
     const s = await ackedSocket(prod);
