@@ -60,6 +60,16 @@ describe('a channel selection built without execution (src/subscriptions/channel
       'subscription($name:String!){channel(name:$name){id id}}',
       'subscription($name:String!){channel(name:$name){id: at id}}',
       'subscription($name:String!){channel(name:$name) @skip(if:false) {id}}',
+      // Not one plain `channel` root of a subscription operation without directives.
+      'query($name:String!){channel(name:$name){id}}',
+      'subscription($name:String!) @live {channel(name:$name){id}}',
+      'subscription($name:String!){channel(name:$name){id} again: channel(name:$name){id}}',
+      'subscription($name:String!){...R} fragment R on Subscription { channel(name:$name){id} }',
+      'subscription($name:String!){other(name:$name){id}}',
+      'subscription($name:String!){channel(name:$name)}',
+      // A field with an argument or a selection of its own.
+      'subscription($name:String!){channel(name:$name){id(short:true) at}}',
+      'subscription($name:String!){channel(name:$name){id data { x }}}',
     ])
       expect(compileChannelSelection(parse(query), undefined), query).toBeUndefined();
   });
@@ -67,9 +77,16 @@ describe('a channel selection built without execution (src/subscriptions/channel
   it('answers nothing for an event execution would coerce or refuse (a null or non-string value)', () => {
     const query = plain[0] as string;
     const built = compileChannelSelection(parse(query), undefined);
-    for (const odd of [event({ data: null }), event({ at: undefined as unknown as string })]) {
+    const refused = [event({ data: null }), event({ data: undefined }), event({ at: undefined as unknown as string })];
+    for (const odd of refused) {
       expect(built?.(odd)).toBeUndefined();
       expect(JSON.parse(executed(query, odd)).errors).toBeDefined();
+    }
+    // Coerced by execution (String of a number or a boolean): left to it too.
+    const coerced = [event({ at: 1_700_000_000 as unknown as string }), event({ event: true as unknown as string })];
+    for (const odd of coerced) {
+      expect(built?.(odd)).toBeUndefined();
+      expect(JSON.parse(executed(query, odd)).data.channel).toMatchObject({ at: expect.any(String) });
     }
   });
 });
