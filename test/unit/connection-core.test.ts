@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DomainError } from '../../src/errors.js';
+import { DomainError, serviceUnavailable } from '../../src/errors.js';
 import type { SessionPort } from '../../src/resolvers/session.js';
 import { hashToken } from '../../src/resolvers/viewer.js';
 import { issueVisitorToken, revokeVisitorToken } from '../../src/resolvers/visitor.js';
+import { identityRefusal } from '../../src/subscriptions/connection/identity.js';
 import {
   type Connection,
   type ConnectionCore,
@@ -381,5 +382,36 @@ describe('the connection core', () => {
       expect(transport.ends).toEqual([{ why: 'session_ended', reason: 'Session ended: log in again' }]);
       expect(connection.ending).toBe(true);
     });
+  });
+});
+
+describe('identityRefusal: how a socket whose identity did not resolve is ended', () => {
+  it('an outage is retried later, FORBIDDEN and RATE_LIMITED keep their reason, anything else names the credential', () => {
+    const outage = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    for (const kind of ['visitor', 'agent'] as const) {
+      expect(identityRefusal(serviceUnavailable('Redis'), kind)).toEqual({
+        end: 'try_later',
+        message: 'Service unavailable: retry later',
+      });
+      expect(identityRefusal(outage, kind)).toEqual({ end: 'try_later', message: 'Service unavailable: retry later' });
+      expect(identityRefusal(new DomainError('FORBIDDEN', 'not this merchant'), kind)).toEqual({
+        end: 'forbidden',
+        message: 'not this merchant',
+      });
+      expect(identityRefusal(new DomainError('RATE_LIMITED', 'too many tokens from here', 30), kind)).toEqual({
+        end: 'rate_limited',
+        message: 'too many tokens from here',
+      });
+    }
+    for (const error of [new DomainError('UNAUTHENTICATED', 'no such token'), new Error('anything')]) {
+      expect(identityRefusal(error, 'visitor')).toEqual({
+        end: 'forbidden',
+        message: 'Visitor token not valid or expired: get a new visitor token',
+      });
+      expect(identityRefusal(error, 'agent')).toEqual({
+        end: 'forbidden',
+        message: 'Agent Session not valid or expired: log in again (a visitor token goes in authorization)',
+      });
+    }
   });
 });
