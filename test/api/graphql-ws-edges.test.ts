@@ -63,6 +63,17 @@ async function ackedSocket(app: TestApp) {
   return { ...socket, frames, frame, operation };
 }
 
+/** The gateway's Prometheus samples by series (name and labels as printed). */
+async function metrics(app: TestApp): Promise<Map<string, number>> {
+  const text = await (await fetch(`${app.url}/metrics`)).text();
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const match = /^(\S+) (\S+)$/.exec(line);
+    if (match?.[1] && !line.startsWith('#')) samples.set(match[1], Number(match[2]));
+  }
+  return samples;
+}
+
 describe('graphql-ws connection_init', () => {
   it('a socket that never sends connection_init is closed with 4408 and its reason', async () => {
     const { opened, closed } = rawSocket(t.wsUrl);
@@ -123,6 +134,18 @@ describe('graphql-ws operations', () => {
     expect(answers.filter((a) => a.id?.startsWith('q')).map((a) => a.payload)).toEqual(
       Array.from({ length: IDENTITY_CAP + 2 }, () => ({ data: { __typename: 'Query' } })),
     );
+    s.ws.close();
+  });
+
+  it('a refused subscription counts one subscription operation and one error by its code', async () => {
+    const s = await ackedSocket(t);
+    const operations = 'parley_graphql_operations_total{operation_type="subscription",field="channel"}';
+    const errors = 'parley_graphql_errors_total{operation_type="subscription",field="channel",code="FORBIDDEN"}';
+    const before = await metrics(t);
+    await s.operation('m1', { query: 'subscription { channel(name: "agent-nope") { id } }' });
+    const after = await metrics(t);
+    expect((after.get(operations) ?? 0) - (before.get(operations) ?? 0)).toBe(1);
+    expect((after.get(errors) ?? 0) - (before.get(errors) ?? 0)).toBe(1);
     s.ws.close();
   });
 
