@@ -171,5 +171,6 @@ if (testsInAll) {
   console.log(
     `[mutation] tests completed: ${testsInAll}, ${Math.round((100 * testsBy.undetected) / testsInAll)} % of them for undetected mutants; the costliest:`,
   );
-  for (const s of survivors.sort((a, b) => b.tests - a.tests).slice(0, 10)) console.log(`  ${s.tests} tests  ${s.where}`);
+  for (const s of survivors.sort((a, b) => b.tests - a.tests).slice(0, 10))
+    console.log(`  ${s.tests} tests  ${s.where}`);
 }

@@ -12,8 +12,8 @@ import {
 } from '../../src/stores/bus.js';
 import type { EventId } from '../../src/stores/event-id.js';
 import type { Connection } from '../../src/subscriptions/connection.js';
-import { createFanout, type FanoutSocket, type FrameFormat } from '../../src/subscriptions/fanout.js';
 import { frameWriter, textFrame } from '../../src/subscriptions/fanout/frames.js';
+import { createFanout, type FanoutSocket, type FrameFormat } from '../../src/subscriptions/fanout.js';
 import { eventually } from '../support/deps.js';
 
 /**
