@@ -2,6 +2,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import { describe, expect, inject, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
 import { RECYCLE, recycledTemplateDatabase } from '../support/pglite-template.js';
+import { freshStores, templateDatabase } from '../support/stores.js';
 
 // The tests' embedded databases are recycled (test/support/pglite-template.ts): a closed one is
 // reset to the template and handed to the next gateway. What one test left must never reach the
@@ -24,48 +25,59 @@ async function contents(client: PGlite) {
   return { rows, sequences };
 }
 
-// Skipped on real services (no template) and when recycling is off (PARLEY_TEST_DB_RECYCLE=off).
-describe.skipIf(!templates || !RECYCLE)('recycled test databases', () => {
-  const file = templates?.seeded ?? '';
-
-  it('a closed database comes back with the template’s rows and sequences, whatever was left', async () => {
-    const first = await recycledTemplateDatabase(file);
-    const client = clientOf(first);
-    const template = await contents(client);
-    const searchPath = async () =>
-      (await client.query<{ path: string }>("select current_setting('search_path') as path")).rows[0]?.path;
-    const templatePath = await searchPath();
-    expect(template.rows.merchants?.length).toBeGreaterThan(0);
-    expect(template.sequences.length).toBeGreaterThan(0);
-    // Rows gone and changed, a sequence moved, a setting of the session's, and a transaction left open.
-    await client.exec('delete from agents');
-    await client.exec("update merchants set appname = 'left-over'");
-    for (const { sequencename } of template.sequences as { sequencename: string }[])
-      await client.query(`select nextval('public.${sequencename}')`);
-    await client.exec('set search_path = parley_template');
-    await client.exec('begin; delete from public.merchants');
-    await first.close();
-
-    const second = await recycledTemplateDatabase(file);
-    expect(clientOf(second)).toBe(client);
-    expect(await contents(client)).toEqual(template);
-    expect(await searchPath()).toBe(templatePath);
-    await second.close();
+// Declared by the stores of the run, so CI's run on real services (where every declared test must
+// run) has only its own: there, no template, and each test app opens its own PostgreSQL database.
+if (!templates)
+  it('on real services no embedded database is handed out', async () => {
+    const stores = await freshStores();
+    expect(stores.databaseUrl).toBeDefined();
+    expect(await templateDatabase(stores, 'seeded')).toBeUndefined();
+    await stores.drop();
   });
 
-  it('two databases open at once are two, and each is recycled', async () => {
-    const [a, b] = await Promise.all([recycledTemplateDatabase(file), recycledTemplateDatabase(file)]);
-    expect(clientOf(a)).not.toBe(clientOf(b));
-    await clientOf(a).exec('delete from agents');
-    const { rows } = await clientOf(b).query<{ n: number }>('select count(*)::int as n from agents');
-    expect(rows[0]?.n).toBeGreaterThan(0);
-    await Promise.all([a.close(), b.close()]);
-    const again = await Promise.all([recycledTemplateDatabase(file), recycledTemplateDatabase(file)]);
-    expect(new Set(again.map(clientOf))).toEqual(new Set([clientOf(a), clientOf(b)]));
-    for (const database of again) {
-      const { rows: left } = await clientOf(database).query<{ n: number }>('select count(*)::int as n from agents');
-      expect(left[0]?.n).toBeGreaterThan(0);
-    }
-    await Promise.all(again.map((database) => database.close()));
+// Skipped when recycling is off (PARLEY_TEST_DB_RECYCLE=off).
+if (templates)
+  describe.skipIf(!RECYCLE)('recycled test databases', () => {
+    const file = templates?.seeded ?? '';
+
+    it('a closed database comes back with the template’s rows and sequences, whatever was left', async () => {
+      const first = await recycledTemplateDatabase(file);
+      const client = clientOf(first);
+      const template = await contents(client);
+      const searchPath = async () =>
+        (await client.query<{ path: string }>("select current_setting('search_path') as path")).rows[0]?.path;
+      const templatePath = await searchPath();
+      expect(template.rows.merchants?.length).toBeGreaterThan(0);
+      expect(template.sequences.length).toBeGreaterThan(0);
+      // Rows gone and changed, a sequence moved, a setting of the session's, and a transaction left open.
+      await client.exec('delete from agents');
+      await client.exec("update merchants set appname = 'left-over'");
+      for (const { sequencename } of template.sequences as { sequencename: string }[])
+        await client.query(`select nextval('public.${sequencename}')`);
+      await client.exec('set search_path = parley_template');
+      await client.exec('begin; delete from public.merchants');
+      await first.close();
+
+      const second = await recycledTemplateDatabase(file);
+      expect(clientOf(second)).toBe(client);
+      expect(await contents(client)).toEqual(template);
+      expect(await searchPath()).toBe(templatePath);
+      await second.close();
+    });
+
+    it('two databases open at once are two, and each is recycled', async () => {
+      const [a, b] = await Promise.all([recycledTemplateDatabase(file), recycledTemplateDatabase(file)]);
+      expect(clientOf(a)).not.toBe(clientOf(b));
+      await clientOf(a).exec('delete from agents');
+      const { rows } = await clientOf(b).query<{ n: number }>('select count(*)::int as n from agents');
+      expect(rows[0]?.n).toBeGreaterThan(0);
+      await Promise.all([a.close(), b.close()]);
+      const again = await Promise.all([recycledTemplateDatabase(file), recycledTemplateDatabase(file)]);
+      expect(new Set(again.map(clientOf))).toEqual(new Set([clientOf(a), clientOf(b)]));
+      for (const database of again) {
+        const { rows: left } = await clientOf(database).query<{ n: number }>('select count(*)::int as n from agents');
+        expect(left[0]?.n).toBeGreaterThan(0);
+      }
+      await Promise.all(again.map((database) => database.close()));
+    });
   });
-});
