@@ -127,7 +127,7 @@ export interface ConnectionCore {
   open(transport: TransportSocket, request: IncomingMessage): Connection;
   /**
    * Sockets and subscriptions open on this instance, and how many addresses and identities hold
-   * one of them now (`tracked`: a closed socket's leave no entry behind).
+   * one of them now (`tracked`: a closed socket leaves no entry behind).
    */
   counts(): { sockets: number; subscriptions: number; tracked: number };
 }

@@ -1,7 +1,7 @@
 import type { PGlite } from '@electric-sql/pglite';
 import { describe, expect, inject, it } from 'vitest';
 import type { Database } from '../../src/db/client.js';
-import { RECYCLE, recycledTemplateDatabase } from '../support/pglite-template.js';
+import { pgliteBehind, RECYCLE, recycledTemplateDatabase } from '../support/pglite-template.js';
 import { freshStores, templateDatabase } from '../support/stores.js';
 
 // The tests' embedded databases are recycled (test/support/pglite-template.ts): a closed one is
@@ -10,6 +10,8 @@ import { freshStores, templateDatabase } from '../support/stores.js';
 
 const templates = inject('pgliteTemplates');
 const clientOf = (database: Database) => (database.db as unknown as { $client: PGlite }).$client;
+/** The PGlite a database is a view of (a recycled one is handed out again under a new view). */
+const pgliteOf = (database: Database) => pgliteBehind(clientOf(database));
 
 /** Every public table's rows and every sequence's position, as text to compare. */
 async function contents(client: PGlite) {
@@ -59,21 +61,41 @@ if (templates)
       await first.close();
 
       const second = await recycledTemplateDatabase(file);
-      expect(clientOf(second)).toBe(client);
-      expect(await contents(client)).toEqual(template);
-      expect(await searchPath()).toBe(templatePath);
+      expect(pgliteOf(second)).toBe(pgliteBehind(client));
+      expect(await contents(clientOf(second))).toEqual(template);
+      const { rows } = await clientOf(second).query<{ path: string }>("select current_setting('search_path') as path");
+      expect(rows[0]?.path).toBe(templatePath);
+      await second.close();
+    });
+
+    it('a closed database refuses the queries its gateway left running, while the next one holds its PGlite', async () => {
+      const first = await recycledTemplateDatabase(file);
+      await first.close();
+      const second = await recycledTemplateDatabase(file);
+      expect(pgliteOf(second)).toBe(pgliteOf(first));
+      await expect(clientOf(first).exec('delete from agents')).rejects.toThrow(
+        /test database was closed.*exec refused/,
+      );
+      // Through drizzle, as a gateway queries: its error wraps the refusal.
+      const refused = await first.db.execute('select 1').then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      expect(String(refused?.cause)).toMatch(/test database was closed.*query refused/);
+      const { rows } = await clientOf(second).query<{ n: number }>('select count(*)::int as n from agents');
+      expect(rows[0]?.n).toBeGreaterThan(0);
       await second.close();
     });
 
     it('two databases open at once are two, and each is recycled', async () => {
       const [a, b] = await Promise.all([recycledTemplateDatabase(file), recycledTemplateDatabase(file)]);
-      expect(clientOf(a)).not.toBe(clientOf(b));
+      expect(pgliteOf(a)).not.toBe(pgliteOf(b));
       await clientOf(a).exec('delete from agents');
       const { rows } = await clientOf(b).query<{ n: number }>('select count(*)::int as n from agents');
       expect(rows[0]?.n).toBeGreaterThan(0);
       await Promise.all([a.close(), b.close()]);
       const again = await Promise.all([recycledTemplateDatabase(file), recycledTemplateDatabase(file)]);
-      expect(new Set(again.map(clientOf))).toEqual(new Set([clientOf(a), clientOf(b)]));
+      expect(new Set(again.map(pgliteOf))).toEqual(new Set([pgliteOf(a), pgliteOf(b)]));
       for (const database of again) {
         const { rows: left } = await clientOf(database).query<{ n: number }>('select count(*)::int as n from agents');
         expect(left[0]?.n).toBeGreaterThan(0);

@@ -228,7 +228,8 @@ interface Recyclable {
 export async function recycledTemplateDatabase(file: string): Promise<Database> {
   if (!RECYCLE) return openTemplateDatabase(file);
   const spare = spares.get(file)?.pop() ?? (await recyclable(await openTemplateDatabase(file)));
-  const database = pgliteDatabase(spare.client);
+  let closed: Promise<void> | undefined;
+  const database = pgliteDatabase(refusingOnceClosed(spare.client, () => closed !== undefined));
   const recycle = async () => {
     try {
       for (const step of spare.reset) await spare.client.exec(step);
@@ -238,7 +239,6 @@ export async function recycledTemplateDatabase(file: string): Promise<Database> 
     }
     spares.set(file, [...(spares.get(file) ?? []), spare]);
   };
-  let closed: Promise<void> | undefined;
   return {
     ...database,
     close: () => {
@@ -246,6 +246,34 @@ export async function recycledTemplateDatabase(file: string): Promise<Database> 
       return closed;
     },
   };
+}
+
+/** The PGlite behind a recycled database's client (the client itself is a view of it per hand-out). */
+const pglites = new WeakMap<object, PGlite>();
+export const pgliteBehind = (client: PGlite): PGlite => pglites.get(client) ?? client;
+
+/**
+ * The spare's client as one gateway sees it: once that gateway closed its database, a query
+ * (work it left running, a timer firing after its stop) is refused loudly instead of reaching the
+ * next gateway's rows in the same PGlite.
+ */
+function refusingOnceClosed(client: PGlite, isClosed: () => boolean): PGlite {
+  const view = new Proxy(client, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        // Rejected, as the query would have been (PGlite's calls are async).
+        if (isClosed())
+          return Promise.reject(
+            new Error(`this test database was closed (it now serves another gateway): ${String(key)} refused`),
+          );
+        return value.apply(target, args);
+      };
+    },
+  });
+  pglites.set(view, client);
+  return view;
 }
 
 /** Copies the fresh database's rows into a schema of their own, and writes the statement that restores them. */
