@@ -95,6 +95,8 @@ export const parts = {
         'pusher-capability-cap',
         'transport-edges',
         'graphql-ws-edges',
+        'graphql-ws-lifecycle',
+        'pusher-early-messages',
         'security-websocket',
         'client-resume',
         'clients-resume-libraries',

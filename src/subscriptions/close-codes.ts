@@ -3,7 +3,8 @@ import type { ConnectionEnd } from './connection.js';
 /**
  * Every graphql-ws close code the gateway sends, and what a client should do about it (also in
  * docs/realtime.md). graphql-ws's client retries 1001 and 1013 by itself and
- * gives up on 4401, 4403 and 4429.
+ * gives up on 4401, 4403 and 4429. graphql-ws's own codes (4400, 4409, 4500 for a failure while
+ * handling a message: ws.ts) are in its CloseCode.
  */
 export const WsCloseCode = {
   /** Graceful shutdown of this instance: reconnect (to another instance) and resume with `since`. */
