@@ -605,6 +605,23 @@ describe('the in-process store on a fake clock', () => {
 });
 
 /**
+ * A scripted store with one listener on a fresh channel, subscribed: its feed is live from here
+ * on, so what is published reaches the hub and reads can be kept. `stop` ends the listener.
+ */
+async function listeningStore() {
+  const store = scriptedStore();
+  const name = channelName();
+  const controller = new AbortController();
+  const listener = store.bus.subscribe(name, { signal: controller.signal });
+  await next(listener, 'subscribed');
+  const stop = async () => {
+    controller.abort();
+    await listener.return(undefined);
+  };
+  return { store, name, stop };
+}
+
+/**
  * A store the test drives: ids `<n>-0`, live delivery only to channels it listens to, listen
  * calls that can be held or failed, reads that can fail once or answer `lost`.
  */
@@ -760,11 +777,7 @@ describe('the shared subscribe algorithm over a scripted store', () => {
   });
 
   it('a read of the history that failed is not kept: the next resume from that position reads again', async () => {
-    const store = scriptedStore();
-    const name = channelName();
-    const controller = new AbortController();
-    const listener = store.bus.subscribe(name, { signal: controller.signal });
-    await next(listener, 'subscribed');
+    const { store, name, stop } = await listeningStore();
     const start = await store.bus.publish(name, 'start', {});
     const missed = await store.bus.publish(name, 'missed', {});
     const last = await store.bus.publish(name, 'last', {});
@@ -780,16 +793,11 @@ describe('the shared subscribe algorithm over a scripted store', () => {
     expect(store.reads.count - before).toBe(0);
     expect(await all(store.bus.subscribe(name, { since: start.id, replayOnly: true }))).toEqual([missed, last]);
     expect(store.reads.count - before).toBe(1);
-    controller.abort();
-    await listener.return(undefined);
+    await stop();
   });
 
   it('a kept read serves the resumes of the next 30 seconds, not one more millisecond', async () => {
-    const store = scriptedStore();
-    const name = channelName();
-    const controller = new AbortController();
-    const listener = store.bus.subscribe(name, { signal: controller.signal });
-    await next(listener, 'subscribed');
+    const { store, name, stop } = await listeningStore();
     const start = await store.bus.publish(name, 'start', {});
     await store.bus.publish(name, 'missed', {});
     const t = Date.now();
@@ -802,16 +810,11 @@ describe('the shared subscribe algorithm over a scripted store', () => {
     };
     expect([await resumeAt(t), await resumeAt(t + 29_999), await resumeAt(t + 30_000)]).toEqual([1, 0, 1]);
     clock.mockRestore();
-    controller.abort();
-    await listener.return(undefined);
+    await stop();
   });
 
   it('keeps the four newest reads of a channel; a read that lost events never answers a later position', async () => {
-    const store = scriptedStore();
-    const name = channelName();
-    const controller = new AbortController();
-    const listener = store.bus.subscribe(name, { signal: controller.signal });
-    await next(listener, 'subscribed');
+    const { store, name, stop } = await listeningStore();
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push((await store.bus.publish(name, `e${i}`, {})).id);
     // Every read says events were dropped before it: none may stand for another position.
@@ -831,16 +834,11 @@ describe('the shared subscribe algorithm over a scripted store', () => {
     // ids[4]'s read was the oldest of five: dropped. ids[3]'s is still kept.
     expect(await resume(ids[4] as string)).toBe(1);
     expect(await resume(ids[3] as string)).toBe(0);
-    controller.abort();
-    await listener.return(undefined);
+    await stop();
   });
 
   it('a later position is answered from a complete earlier read, without a gap and without reading the store', async () => {
-    const store = scriptedStore();
-    const name = channelName();
-    const controller = new AbortController();
-    const listener = store.bus.subscribe(name, { signal: controller.signal });
-    await next(listener, 'subscribed');
+    const { store, name, stop } = await listeningStore();
     const events = [];
     for (let i = 0; i < 4; i++) events.push(await store.bus.publish(name, `e${i}`, {}));
     const ids = events.map((e) => e.id);
@@ -850,8 +848,7 @@ describe('the shared subscribe algorithm over a scripted store', () => {
     );
     expect(await all(store.bus.subscribe(name, { since: ids[2], replayOnly: true }))).toEqual(events.slice(3));
     expect(store.reads.count - before).toBe(1);
-    controller.abort();
-    await listener.return(undefined);
+    await stop();
   });
 
   it('a read begun before the channel listens is not kept: what was appended meanwhile reaches later resumes', async () => {
