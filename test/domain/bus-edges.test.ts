@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { getEventListeners } from 'node:events';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import {
   type ChannelEvent,
   createBus,
@@ -15,8 +15,8 @@ import { memoryEventBus } from '../../src/stores/bus-memory.js';
 import { redisEventBus } from '../../src/stores/bus-redis.js';
 import { compareIds } from '../../src/stores/event-id.js';
 import { connectRedis, redisReady } from '../../src/stores/redis.js';
-import { hasRedisServer, type PrivateService, startPrivateRedis } from '../support/private-services.js';
 import { describeWhen } from '../support/required.js';
+import { useTestRedis } from '../support/test-redis.js';
 
 /**
  * The event bus's edges by value (bus.test.ts has the `since` contract): every chat event passes
@@ -278,10 +278,9 @@ describe('event bus in process: the stores’ contract', () => {
   });
 });
 
-// As bus.test.ts: on REDIS_URL, or else on a private redis-server when the machine has one.
-const privateRedis = !process.env.REDIS_URL && hasRedisServer();
-let server: PrivateService | undefined;
-const redisUrl = () => process.env.REDIS_URL ?? (server as PrivateService).url;
+// On REDIS_URL, or else on a private redis-server when the machine has one.
+const testRedis = useTestRedis();
+const redisUrl = testRedis.url;
 
 /** A Redis bus under a prefix of its own; `close` removes its keys and connections. */
 async function redisBus(opts: {
@@ -312,16 +311,11 @@ async function redisBus(opts: {
 }
 
 describeWhen(
-  Boolean(process.env.REDIS_URL) || privateRedis,
+  testRedis.available,
   'REQUIRE_SERVICES',
   'event bus on Redis: the stores’ contract and the Redis store’s own edges',
   'REDIS_URL is unset and redis-server is not installed',
   () => {
-    beforeAll(async () => {
-      if (privateRedis) server = await startPrivateRedis();
-    });
-    afterAll(() => server?.destroy());
-
     describe('the contract', () => {
       storeContract((opts) => redisBus({ ...opts, historyTtlSeconds: 60 }));
     });

@@ -6,8 +6,8 @@ import { memoryEventBus } from '../../src/stores/bus-memory.js';
 import { redisEventBus } from '../../src/stores/bus-redis.js';
 import { compareIds } from '../../src/stores/event-id.js';
 import { connectRedis, redisReady } from '../../src/stores/redis.js';
-import { hasRedisServer, type PrivateService, startPrivateRedis } from '../support/private-services.js';
 import { describeWhen } from '../support/required.js';
+import { useTestRedis } from '../support/test-redis.js';
 
 /**
  * The event bus's `since` contract, on each store: a resumed subscription gets the kept events
@@ -318,20 +318,15 @@ describe('event bus in process: since replay', () => {
 
 // On REDIS_URL, or else on a private redis-server when the machine has one (so the Redis bus is
 // tested, and mutated, in the embedded mode too).
-const privateRedis = !process.env.REDIS_URL && hasRedisServer();
+const testRedis = useTestRedis();
 describeWhen(
-  Boolean(process.env.REDIS_URL) || privateRedis,
+  testRedis.available,
   'REQUIRE_SERVICES',
   'event bus on Redis: since replay',
   'REDIS_URL is unset and redis-server is not installed',
   () => {
-    let server: PrivateService | undefined;
-    beforeAll(async () => {
-      if (privateRedis) server = await startPrivateRedis();
-    });
-    afterAll(() => server?.destroy());
     sinceContract(async (historySize, onHistoryRead) => {
-      const url = process.env.REDIS_URL ?? (server as PrivateService).url;
+      const url = testRedis.url();
       const prefix = `parley-test:${randomBytes(6).toString('hex')}:`;
       const redis = connectRedis(url, { keyPrefix: prefix });
       const subscriber = connectRedis(url);
