@@ -1,7 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { type ChannelEvent, createParleyClient, type Identity, type ParleyClient } from '../../client/index.js';
-import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { agentSession, visitorChannel, visitorToken } from '../support/clients.js';
 import { cutNetwork, openSockets, publishCount, RecordedWebSocket, range, recorded } from '../support/resume.js';
 import { freshStores, sharedTestApp, startTestApp, type TestApp, type TestStores } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
@@ -65,10 +65,7 @@ describe('client/: resume after socket drops, exactly once', () => {
     const t = await gatewayWithDefaults();
     const { token } = await agentSession(t.url, 'alice');
     const { token: bearer } = await visitorToken(t.url);
-    const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-      headers: { authorization: `Bearer ${bearer}` },
-    });
-    const visitorChannel = body.data.visitor.channel;
+    const ownChannel = await visitorChannel(t.url, bearer);
 
     const agentClient = client(t.wsUrl, () => ({ appkey: 'demo-appkey', token }));
     const visitorClient = client(t.wsUrl, () => ({ appkey: 'demo-appkey', authorization: `Bearer ${bearer}` }));
@@ -78,7 +75,7 @@ describe('client/: resume after socket drops, exactly once', () => {
     const subs = [
       agentClient.c.subscribe('agent-a_alice', agentFeed.handlers),
       agentClient.c.subscribe('global-demo', globalFeed.handlers),
-      visitorClient.c.subscribe(visitorChannel, visitorFeed.handlers),
+      visitorClient.c.subscribe(ownChannel, visitorFeed.handlers),
     ];
     // The `subscribed` marker is hidden but gives each channel its starting position.
     await eventually(() => subs.every((s) => s.position() !== undefined), 'every channel subscribed');
@@ -86,7 +83,7 @@ describe('client/: resume after socket drops, exactly once', () => {
     const TOTAL = 40;
     for (const n of range(0, TOTAL)) {
       await publishCount(t.url, 'agent-a_alice', n);
-      await publishCount(t.url, visitorChannel, n);
+      await publishCount(t.url, ownChannel, n);
       if (n % 8 === 3) {
         // Both clients back on a socket, then cut: the next events are published while they are down.
         await eventually(() => openSockets() === 2, 'reconnected');

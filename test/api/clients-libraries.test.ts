@@ -5,7 +5,7 @@ import { cacheExchange, fetchExchange, subscriptionExchange, Client as UrqlClien
 import { createClient, type Client as WsClient } from 'graphql-ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { agentSession, HttpClient, visitorChannel, visitorToken } from '../support/clients.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
 
@@ -75,15 +75,13 @@ const agentOps = {
 async function visitorByBearer(): Promise<Identity> {
   const { token, uid } = await visitorToken(t.url);
   const authorization = `Bearer ${token}`;
-  const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-    headers: { authorization },
-  });
+  const channel = await visitorChannel(t.url, token);
   return {
     name: 'visitor (bearer)',
     headers: { authorization },
     params: { appkey: 'demo-appkey', authorization },
     upgradeHeaders: {},
-    channel: body.data.visitor.channel,
+    channel,
     query: 'query Boot { visitorBootstrap { visitor { uid } } }',
     read: (data: Json) => data.visitorBootstrap.visitor.uid,
     expected: uid,

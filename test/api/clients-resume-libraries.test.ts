@@ -6,7 +6,7 @@ import { createParleyLink } from '../../client/apollo.js';
 import { type ChannelEvent, createParleyClient, type Identity, type ParleyClient } from '../../client/index.js';
 import { channelOperation } from '../../client/operation.js';
 import { parleyExchange } from '../../client/urql.js';
-import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { agentSession, HttpClient, visitorChannel, visitorToken } from '../support/clients.js';
 import { cutNetwork, openSockets, publishCount, RecordedWebSocket, range } from '../support/resume.js';
 import { freshStores, INTERNAL_TOKEN, sharedTestApp, startTestApp, type TestApp } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
@@ -121,13 +121,6 @@ function parleyClient(url: string, identity: () => Identity, onIdentityGone?: ()
   });
   parleys.push(parley);
   return parley;
-}
-
-async function visitorChannel(url: string, bearer: string) {
-  const { body } = await new HttpClient(url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-    headers: { authorization: `Bearer ${bearer}` },
-  });
-  return body.data.visitor.channel;
 }
 
 const TOTAL = 100;

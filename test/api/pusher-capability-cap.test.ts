@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpClient, visitorToken } from '../support/clients.js';
+import { visitorChannel, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -24,12 +24,10 @@ beforeAll(async () => {
 });
 afterAll(() => t?.stop());
 
-async function visitorChannel() {
+/** A fresh visitor's channel. */
+async function newVisitorChannel() {
   const { token } = await visitorToken(t.url);
-  const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-  });
-  return body.data.visitor.channel;
+  return visitorChannel(t.url, token);
 }
 
 let n = 0;
@@ -51,7 +49,7 @@ async function follow(channel: string) {
 
 describe('a cap per visitor-channel capability, as per identity', () => {
   it('past WS_MAX_SOCKETS_PER_IDENTITY sockets on one visitor channel (each from its own address): refused 429', async () => {
-    const channel = await visitorChannel();
+    const channel = await newVisitorChannel();
     const accepted = [];
     for (let i = 0; i < CAP; i++) {
       const s = await follow(channel);
@@ -62,7 +60,7 @@ describe('a cap per visitor-channel capability, as per identity', () => {
     expect(over.ok).toBe(false);
     expect(over.data).toMatchObject({ status: 429, error: expect.stringMatching(/Too many connections/) });
     // Another visitor's channel has a cap of its own.
-    const other = await follow(await visitorChannel());
+    const other = await follow(await newVisitorChannel());
     expect(other.ok).toBe(true);
     // A closed socket gives its place back.
     const first = accepted[0] as (typeof accepted)[number];
@@ -100,7 +98,7 @@ describe('visitor channels asked for by name are budgeted per address (PUSHER_CH
       }
     };
     for (let i = 0; i < LOOKUPS; i++) expect(await subscribe(`visitor-made-up-${i}`)).toMatchObject({ status: 403 });
-    const real = await visitorChannel();
+    const real = await newVisitorChannel();
     expect(await subscribe(real)).toMatchObject({
       status: 429,
       error: expect.stringMatching(/Too many visitor channels/),

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishEvent } from '../../src/resolvers/channels.js';
-import { HttpClient, visitorToken } from '../support/clients.js';
+import { visitorChannel, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
@@ -79,10 +79,7 @@ async function holdAppkeyLookup() {
 describe('Pusher: messages sent before connection_established', () => {
   it('a ping, a subscribe and two malformed messages sent on open are answered in order once the connection is established', async () => {
     const { token } = await visitorToken(t.url);
-    const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-    });
-    const channel = body.data.visitor.channel;
+    const channel = await visitorChannel(t.url, token);
     const lookup = await holdAppkeyLookup();
     const early = [
       { event: 'pusher:ping', data: {} },

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpClient, visitorToken } from '../support/clients.js';
+import { HttpClient, visitorChannel, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 
@@ -132,10 +132,7 @@ describe('pusher:subscription_error: each refusal names its own reason', () => {
 
   it('a channel subscribed twice is confirmed twice and delivers each event once', async () => {
     const { token } = await visitorToken(t.url);
-    const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-    });
-    const channel = body.data.visitor.channel;
+    const channel = await visitorChannel(t.url, token);
     const raw = await connected();
     const succeeded = { event: 'pusher_internal:subscription_succeeded', channel, data: {} };
     expect(await answerTo(raw, subscribe(channel), 'pusher_internal:subscription_succeeded')).toEqual(succeeded);

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { seedDemoData } from '../../src/db/seed.js';
 import { SESSION_REVALIDATE_MS } from '../../src/subscriptions/connection.js';
-import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { agentSession, HttpClient, visitorChannel, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp, withClockAhead } from '../support/test-app.js';
 import { closeAllSockets, connectSocket, eventually, type TestSocket } from '../support/ws.js';
@@ -31,16 +31,14 @@ afterAll(() => t?.stop());
 
 const visitorFrom = async (address: string) => {
   const { token } = await visitorToken(t.url);
-  const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-  });
+  const channel = await visitorChannel(t.url, token);
   const socket = () =>
     connectSocket(
       t.wsUrl,
       { appkey: 'demo-appkey', authorization: `Bearer ${token}` },
       { headers: { 'x-forwarded-for': address } },
     );
-  return { token, channel: body.data.visitor.channel, socket };
+  return { token, channel, socket };
 };
 
 /** A raw Pusher-protocol socket from `address`. */
@@ -196,15 +194,13 @@ describe('WebSocket identity mistakes are named in the close reason (issue 14)',
 describe('subscriptions over HTTP event streams are not offered (issue 18 row 3)', () => {
   it('a subscription over POST /graphql with Accept: text/event-stream is refused; queries still run', async () => {
     const { token } = await visitorToken(t.url);
-    const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-    });
+    const channel = await visitorChannel(t.url, token);
     const res = await fetch(`${t.url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${token}` },
       body: JSON.stringify({
         query: 'subscription($n: String!) { channel(name: $n) { id event } }',
-        variables: { n: body.data.visitor.channel },
+        variables: { n: channel },
       }),
     });
     const text = await res.text(); // the answer ends: no stream is left open

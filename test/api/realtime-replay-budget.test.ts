@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { HttpClient, visitorToken } from '../support/clients.js';
+import { visitorChannel, visitorToken } from '../support/clients.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { type ChannelSubscription, closeAllSockets, connectSocket, eventually } from '../support/ws.js';
 
@@ -37,10 +37,7 @@ afterAll(() => t?.stop());
 /** A fresh visitor's graphql-ws socket from `address`, acknowledged, with its channel and a resume position. */
 async function visitorFrom(address: string) {
   const { token } = await visitorToken(t.url);
-  const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-  });
-  const channel = body.data.visitor.channel;
+  const channel = await visitorChannel(t.url, token);
   const socket = connectSocket(
     t.wsUrl,
     { appkey: 'demo-appkey', authorization: `Bearer ${token}` },

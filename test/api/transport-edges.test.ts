@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { HttpClient, visitorToken } from '../support/clients.js';
+import { HttpClient, visitorChannel, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
 import { eventually } from '../support/ws.js';
@@ -32,10 +32,7 @@ async function publish(channel: string, event: string, data: unknown) {
 
 async function visitor() {
   const { token } = await visitorToken(t.url);
-  const { body } = await new HttpClient(t.url).json<{ visitor: { channel: string } }>('/visitor/data/get', {
-    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
-  });
-  return { token, channel: body.data.visitor.channel };
+  return { token, channel: await visitorChannel(t.url, token) };
 }
 
 async function pusherSocket() {

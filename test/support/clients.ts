@@ -108,3 +108,12 @@ export async function visitorToken(base: string, appkey = 'demo-appkey', extra: 
   if (body.code !== 0) throw new Error(`visitor token failed: ${JSON.stringify(body)}`);
   return body.data;
 }
+
+/** The private channel of the visitor holding `token`, as its bootstrap (`GET /visitor/data/get`) names it. */
+export async function visitorChannel(base: string, token: string): Promise<string> {
+  const { body } = await new HttpClient(base).json<{ visitor: { channel: string } }>('/visitor/data/get', {
+    headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+  });
+  if (body.code !== 0) throw new Error(`visitor bootstrap failed: ${JSON.stringify(body)}`);
+  return body.data.visitor.channel;
+}
