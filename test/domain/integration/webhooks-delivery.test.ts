@@ -641,6 +641,39 @@ describe('The dispatcher', () => {
     }
   });
 
+  it('an outcome that cannot be written is logged; the delivery stays leased, to be tried again', async () => {
+    const r = await receiver();
+    const e = await endpoint({ url: r.url });
+    const [row] = await queue(e, ['k']);
+    const warnings: unknown[][] = [];
+    const log = Object.assign(Object.create(shared.log), { warn: (...args: unknown[]) => warnings.push(args) });
+    // The claim's transaction goes through; every later one (the outcome's) fails.
+    let transactions = 0;
+    const db = new Proxy(shared.db, {
+      get(target, prop) {
+        if (prop === 'transaction' && transactions++ > 0) return async () => Promise.reject(new Error('database away'));
+        const value = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const dispatcher = createWebhookDispatcher({ ...depsWith(), db, log }, { pollMs: 3_600_000 });
+    dispatcher.start();
+    try {
+      await eventually(
+        () => warnings.some(([, message]) => message === 'webhook: attempt not recorded'),
+        'the unrecorded attempt',
+      );
+      expect(warnings.find(([, message]) => message === 'webhook: attempt not recorded')).toEqual([
+        { delivery: row?.id, err: 'database away' },
+        'webhook: attempt not recorded',
+      ]);
+      expect(r.received).toHaveLength(1);
+      expect(await deliveryOf(row?.seq ?? 0)).toMatchObject({ state: 'pending', attempts: 1, lastStatus: null });
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+
   it('on start, deletes finished deliveries past the log’s retention, and only those', async () => {
     const e = await endpoint();
     const [old, recent, pending] = await queue(e, ['a', 'b', 'c']);
