@@ -50,7 +50,8 @@ async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy:
   const now = deps.now();
   const [updated] = await tx
     .update(conversations)
-    .set({ state: 'closed', version: c.version + 1, closedAt: new Date(now), closedBy, pinnedAt: 0 })
+    // A bot's answer deadline ends with the conversation: the sweep reads only rows still due.
+    .set({ state: 'closed', version: c.version + 1, closedAt: new Date(now), closedBy, pinnedAt: 0, botDueAt: null })
     .where(and(eq(conversations.id, c.id), eq(conversations.version, c.version), ne(conversations.state, 'closed')))
     .returning();
   if (!updated) return false;

@@ -121,13 +121,14 @@ export async function issueApiKey(tx: Tx | Db, input: IssueApiKeyInput): Promise
   return { apiKey: toApiKeyView(row), key };
 }
 
-/** Live keys of a merchant, for the MAX_API_KEYS budget. */
-async function liveKeys(db: Tx | Db, merchantId: string) {
-  const [row] = await db
+/** Refuses a new key (an admin's or a bot's) to a merchant holding MAX_API_KEYS live ones. */
+export async function requireKeyRoom(db: Tx | Db, merchantId: string): Promise<void> {
+  const [live] = await db
     .select({ n: count() })
     .from(apiKeys)
     .where(and(eq(apiKeys.merchantId, merchantId), isNull(apiKeys.revokedAt)));
-  return row?.n ?? 0;
+  if ((live?.n ?? 0) >= MAX_API_KEYS)
+    throw new DomainError('LIMIT_REACHED', `A merchant has at most ${MAX_API_KEYS} API keys: revoke one first`);
 }
 
 /** Creates a key for the admin's merchant; the key is answered here and never again. */
@@ -141,8 +142,7 @@ export async function createApiKey(
   const now = deps.now();
   if (input.expiresAt != null && input.expiresAt <= now)
     throw new DomainError('BAD_USER_INPUT', 'expiresAt must be in the future');
-  if ((await liveKeys(deps.db, viewer.merchantId)) >= MAX_API_KEYS)
-    throw new DomainError('LIMIT_REACHED', `A merchant has at most ${MAX_API_KEYS} API keys: revoke one first`);
+  await requireKeyRoom(deps.db, viewer.merchantId);
   const { actor, clientAddress } = auditedAgent(viewer);
   return deps.db.transaction((tx) =>
     issueApiKey(tx, {

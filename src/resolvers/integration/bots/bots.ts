@@ -9,7 +9,7 @@ import { auditedAgent, recordAudit } from '../../desk/audit.js';
 import { parseInput } from '../../inputs.js';
 import type { Tx } from '../../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../../viewer.js';
-import { issueApiKey } from '../api-keys/keys.js';
+import { issueApiKey, requireKeyRoom } from '../api-keys/keys.js';
 import type { ApiKeyScope } from '../api-keys/scopes.js';
 import { handOffAllOf } from './handoff.js';
 
@@ -74,6 +74,8 @@ export async function createBot(
   const input = parseInput(createBotInput, raw);
   const [existing] = await deps.db.select({ n: count() }).from(bots).where(eq(bots.merchantId, viewer.merchantId));
   if ((existing?.n ?? 0) >= MAX_BOTS) throw new DomainError('LIMIT_REACHED', `A merchant has at most ${MAX_BOTS} bots`);
+  // Its key is an API key like any other: it counts against the merchant's live keys.
+  await requireKeyRoom(deps.db, viewer.merchantId);
   const groupId = input.groupId ? await groupFor(deps, viewer.merchantId, input.groupId) : null;
   return deps.db.transaction(async (tx) => {
     const issued = await issueApiKey(tx, {

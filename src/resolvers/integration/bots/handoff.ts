@@ -1,4 +1,4 @@
-import { and, eq, isNotNull, lte } from 'drizzle-orm';
+import { and, eq, isNotNull, lte, ne } from 'drizzle-orm';
 import { z } from 'zod';
 import { bots, conversations } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
@@ -152,7 +152,14 @@ export async function handOffOverdueBots(deps: Deps): Promise<number> {
   const due = await deps.db
     .select({ merchantId: conversations.merchantId, visitorId: conversations.visitorId })
     .from(conversations)
-    .where(and(isNotNull(conversations.botDueAt), lte(conversations.botDueAt, new Date(now))))
+    // Not closed: rows closed before closing cleared the deadline would otherwise be read every round.
+    .where(
+      and(
+        isNotNull(conversations.botDueAt),
+        lte(conversations.botDueAt, new Date(now)),
+        ne(conversations.state, 'closed'),
+      ),
+    )
     .limit(SWEEP_BATCH);
   let n = 0;
   for (const row of due) {
