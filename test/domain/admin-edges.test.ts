@@ -2,11 +2,7 @@ import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, merchants } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
-import {
-  createAgent,
-  issueOperatorVisitorToken,
-  setMerchantSetting,
-} from '../../src/resolvers/admin.js';
+import { createAgent, issueOperatorVisitorToken, setMerchantSetting } from '../../src/resolvers/admin.js';
 import { type Factories, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
