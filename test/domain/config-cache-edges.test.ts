@@ -12,7 +12,16 @@ import {
   type MerchantConfigCache,
 } from '../../src/resolvers/merchant-config.js';
 import type { EventBus } from '../../src/stores/bus.js';
-import { clientIp, eventually, type Factories, refusalOf, type TestDeps, useTestDeps } from '../support/deps.js';
+import {
+  clientIp,
+  DATABASE_DOWN,
+  eventually,
+  type Factories,
+  refusalOf,
+  selectsDown,
+  type TestDeps,
+  useTestDeps,
+} from '../support/deps.js';
 
 /**
  * The edges of the configuration cache (src/resolvers/merchant-config.ts) and of the appkey
@@ -105,22 +114,14 @@ describe('invalidations drop the copies they name', () => {
 
   it('an older load that fails leaves the newer copy in place', async () => {
     const m = await make.merchant();
-    let failing = true;
-    // Building a query on this handle throws while `failing`: the load started then rejects.
-    const down = new Proxy(deps.db, {
-      get: (target, key) =>
-        failing && key === 'select'
-          ? () => {
-              throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
-            }
-          : Reflect.get(target, key),
-    });
-    await listening(cacheWith({ db: down as typeof deps.db }), async (cache) => {
+    // The load started while the database is down rejects.
+    const down = selectsDown(deps.db);
+    await listening(cacheWith({ db: down.db }), async (cache) => {
       const failed = cache.get(m.merchantId);
       cache.invalidate(m.merchantId);
-      failing = false;
+      down.restore();
       const newer = cache.get(m.merchantId);
-      await expect(failed).rejects.toThrow('connect ECONNREFUSED 127.0.0.1:5432');
+      await expect(failed).rejects.toThrow(DATABASE_DOWN);
       expect((await newer)?.merchant.appname).toBe('Test shop');
       await rename(m.merchantId, 'Renamed');
       expect(cache.get(m.merchantId)).toBe(newer);

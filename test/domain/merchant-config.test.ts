@@ -11,7 +11,15 @@ import {
   VISITOR_TOKEN_CACHE_MS,
 } from '../../src/resolvers/merchant-config.js';
 import type { ChannelEvent, EventBus } from '../../src/stores/bus.js';
-import { eventually, type Factories, recordEvents, type TestDeps, useTestDeps } from '../support/deps.js';
+import {
+  DATABASE_DOWN,
+  eventually,
+  type Factories,
+  recordEvents,
+  selectsDown,
+  type TestDeps,
+  useTestDeps,
+} from '../support/deps.js';
 
 /**
  * docs/operations.md "Configuration cache": an instance keeps merchants' configuration and visitor token
@@ -162,20 +170,12 @@ describe('the merchant configuration', () => {
     } finally {
       await cache.stop();
     }
-    let failing = true;
-    const down = new Proxy(deps.db, {
-      get: (target, key) =>
-        failing && key === 'select'
-          ? () => {
-              throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
-            }
-          : Reflect.get(target, key),
-    });
-    const flaky = createMerchantConfigCache({ ...deps, db: down as typeof deps.db });
+    const down = selectsDown(deps.db);
+    const flaky = createMerchantConfigCache({ ...deps, db: down.db });
     try {
       await flaky.start();
-      await expect(flaky.get(merchant.merchantId)).rejects.toThrow();
-      failing = false;
+      await expect(flaky.get(merchant.merchantId)).rejects.toThrow(DATABASE_DOWN);
+      down.restore();
       expect(await appnameOf(flaky, merchant.merchantId)).toBe('Again');
     } finally {
       await flaky.stop();

@@ -474,6 +474,26 @@ export function meanwhileBeforeNextTransaction(deps: Deps, meanwhile: () => Prom
   return { ...deps, db };
 }
 
+/** The error a query built on a handle of `selectsDown` throws while it is down. */
+export const DATABASE_DOWN = 'connect ECONNREFUSED 127.0.0.1:5432';
+
+/**
+ * A handle on `db` whose `select` throws DATABASE_DOWN until `restore()`: a read started while
+ * it is down rejects, as one would against a database that stopped answering.
+ */
+export function selectsDown(db: Deps['db']): { db: Deps['db']; restore(): void } {
+  let down = true;
+  const handle = new Proxy(db, {
+    get: (target, key) =>
+      down && key === 'select'
+        ? () => {
+            throw new Error(DATABASE_DOWN);
+          }
+        : Reflect.get(target, key),
+  });
+  return { db: handle, restore: () => (down = false) };
+}
+
 /** `CODE: message` of the DomainError `work` throws (or a function throws), else 'no error'; other errors go on. */
 export async function refusalOf(work: Promise<unknown> | (() => unknown)): Promise<string> {
   try {
