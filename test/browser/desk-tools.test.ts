@@ -129,7 +129,8 @@ describeInBrowser('the workbench’s desk tools', () => {
       await note.waitFor();
       expect(await note.getAttribute('data-after-seq')).toBe(String(lastSeq));
       expect(await note.locator('.message-sender').textContent()).toBe('Note · Alice');
-      expect(await input.inputValue()).toBe('');
+      // Cleared when the note's answer arrives, which may come after its live event drew it.
+      await poll(() => input.inputValue()).toBe('');
       // In its place: right after the message it follows, before what comes next.
       await visitor.locator('#message-input').fill('Thanks!');
       await visitor.getByRole('button', { name: 'Send', exact: true }).click();
