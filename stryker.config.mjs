@@ -18,6 +18,16 @@
 
 export const ADAPTER_TEST_TIMEOUT_MS = '15000';
 
+/**
+ * Test processes per part. The domain's tests are CPU-bound (PGlite runs in the test process): on
+ * two cores, 3 or 4 processes take as long as 2 (src/resolvers/presence.ts: 227 s at 3, 224 s at 2)
+ * and time out tests a mutant did not break. The API tests wait on sockets and HTTP round trips,
+ * and 4 processes keep both cores busy: the same mutants killed, none more timed out, the mutants
+ * tested 1.5–1.7 times as fast (docs/testing.md "Test processes per part").
+ */
+const DOMAIN_CONCURRENCY = 2;
+const ADAPTER_CONCURRENCY = 4;
+
 /** test/api files by name. */
 const api = (/** @type {string[]} */ ...names) => names.map((n) => `test/api/${n}.test.ts`);
 
@@ -28,13 +38,18 @@ const api = (/** @type {string[]} */ ...names) => names.map((n) => `test/api/${n
  * (src/http/request.ts) cost a run of the whole suite, and the `http` part managed 191 of 572
  * mutants in 27 minutes on the busy machine. So each adapter part names the API tests of its folder.
 
- * @type {Record<string, { mutate: string[], vitestConfig: string, tests?: string[] }>}
+ * @type {Record<string, { mutate: string[], vitestConfig: string, concurrency: number, tests?: string[] }>}
  */
 export const parts = {
-  domain: { mutate: ['src/resolvers/**/*.ts', 'src/stores/bus*.ts'], vitestConfig: 'vitest.mutation.config.ts' },
+  domain: {
+    mutate: ['src/resolvers/**/*.ts', 'src/stores/bus*.ts'],
+    vitestConfig: 'vitest.mutation.config.ts',
+    concurrency: DOMAIN_CONCURRENCY,
+  },
   rest: {
     mutate: ['src/rest/**/*.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
+    concurrency: ADAPTER_CONCURRENCY,
     tests: api(
       'differential',
       'chat-api',
@@ -62,6 +77,7 @@ export const parts = {
   schema: {
     mutate: ['src/schema/**/*.ts', '!src/schema/print.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
+    concurrency: ADAPTER_CONCURRENCY,
     tests: [
       'test/unit/graphql-direct.test.ts',
       'test/unit/graphql-schema-edges.test.ts',
@@ -84,6 +100,7 @@ export const parts = {
   subscriptions: {
     mutate: ['src/subscriptions/**/*.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
+    concurrency: ADAPTER_CONCURRENCY,
     tests: [
       'test/unit/**/*.test.ts',
       ...api(
@@ -106,6 +123,7 @@ export const parts = {
   http: {
     mutate: ['src/http/**/*.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
+    concurrency: ADAPTER_CONCURRENCY,
     tests: [
       'test/unit/http-edges.test.ts',
       'test/unit/session-store.test.ts',
@@ -125,6 +143,8 @@ export const parts = {
   stores: {
     mutate: ['src/stores/**/*.ts', '!src/stores/bus*.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
+    // Its mutants are reached mostly by the domain tests, on PGlite.
+    concurrency: DOMAIN_CONCURRENCY,
     tests: [
       'test/domain/**/*.test.ts',
       'test/unit/storage-drivers.test.ts',
@@ -135,6 +155,7 @@ export const parts = {
   pages: {
     mutate: ['src/pages/routes.ts'],
     vitestConfig: 'vitest.mutation-adapters.config.ts',
+    concurrency: ADAPTER_CONCURRENCY,
     // The pages' routes are reached over HTTP only (the browser tests are not in a mutant's run).
     tests: ['test/api/pages-http.test.ts', 'test/api/widget.test.ts', 'test/api/hardening-http.test.ts'],
   },
@@ -149,6 +170,7 @@ export const parts = {
       'src/resolvers/integration/bots/handoff.ts',
     ],
     vitestConfig: 'vitest.mutation.config.ts',
+    concurrency: DOMAIN_CONCURRENCY,
     // The domain tests of these files, the two-instance ones among them (they run on PostgreSQL only).
     tests: [
       'test/domain/chat-messages.test.ts',
@@ -203,8 +225,8 @@ export default {
   // `--incremental` (scripts/mutation.mjs passes it on) re-tests only the mutants whose code or
   // covering tests changed since this part's last run.
   incrementalFile: `reports/mutation/parts/${reportName}.incremental.json`,
-  // This machine has two cores, shared.
-  concurrency: 2,
+  // `--concurrency N` (scripts/mutation.mjs passes it on) overrides it.
+  concurrency: part.concurrency,
   // On top of 1.5x the covering tests' own time: enough for a slow machine, short enough that a
   // mutant that hangs (a loop, a lost wake-up) costs seconds, not half a minute.
   timeoutMS: 5_000,
