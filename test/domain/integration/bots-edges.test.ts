@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, eq, like, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { apiKeys, auditLog, bots, conversations, webhookDeliveries, webhookEndpoints } from '../../../src/db/schema.js';
 import type { Deps } from '../../../src/deps.js';
@@ -226,14 +226,25 @@ describe('Disabling and enabling', () => {
       'NOT_FOUND: No such bot',
     );
     const viewer = { ...admin, clientAddress: '203.0.113.8' };
-    expect(await setBotDisabled(deps, viewer, { botId: bot.id, disabled: true })).toEqual({ ...bot, disabled: true });
-    expect(await setBotDisabled(deps, viewer, { botId: bot.id, disabled: false })).toEqual(bot);
+    // Each asked twice: the second answers the bot as it is and audits nothing.
+    for (const _ of [1, 2])
+      expect(await setBotDisabled(deps, viewer, { botId: bot.id, disabled: true })).toEqual({ ...bot, disabled: true });
+    for (const _ of [1, 2]) expect(await setBotDisabled(deps, viewer, { botId: bot.id, disabled: false })).toEqual(bot);
     const actor = { actorKind: 'agent', actorId: admin.agentId, actorName: 'Ada', clientAddress: '203.0.113.8' };
     const target = { targetType: 'bot', targetId: bot.id };
     expect((await auditOf(m.merchantId, bot.id)).slice(1)).toEqual([
       { ...actor, ...target, action: 'bot.disabled', before: { disabled: false }, after: { disabled: true } },
       { ...actor, ...target, action: 'bot.enabled', before: { disabled: true }, after: { disabled: false } },
     ]);
+  });
+
+  it('disabling a disabled bot hands off what it still holds (a hand-off an instance’s crash cut short)', async () => {
+    const { m, admin, bot } = await withBot();
+    const { visitor, conversationId } = await botChat(m);
+    await deps.db.update(bots).set({ disabled: true }).where(eq(bots.id, bot.id));
+    expect(await setBotDisabled(deps, admin, { botId: bot.id, disabled: true })).toEqual({ ...bot, disabled: true });
+    expect(await conversationRow(conversationId)).toMatchObject({ state: 'queued', botId: null, bot: 2 });
+    expect(await handoffReasons(visitor)).toEqual(['disabled']);
   });
 
   it('enabling (only disabling hands off) leaves the bot its conversations', async () => {
@@ -464,6 +475,29 @@ describe('The answer-deadline sweep', () => {
       expect((await conversationRow(closing.conversationId)).state).toBe('closed');
     } finally {
       await setDue(closing.conversationId, null);
+    }
+  });
+
+  it('reads no closed conversation: a batch of closed rows still due does not hide an open one', async () => {
+    // Rows closed before closing cleared the deadline keep one; read, they would fill every batch.
+    const t = era(2001);
+    const { m } = await withBot();
+    const closed = await botChat(m);
+    await closeConversation(deps, closed.visitor);
+    await setDue(closed.conversationId, t - 2000);
+    const stale = `stale-${unique()}-`;
+    await deps.db.execute(sql`
+      INSERT INTO conversations (id, merchant_id, visitor_id, state, timestamp, bot, bot_id, bot_due_at, closed_at)
+      SELECT ${stale} || g, merchant_id, visitor_id, state, timestamp, bot, bot_id, bot_due_at, closed_at
+      FROM conversations, generate_series(1, 200) AS g WHERE id = ${closed.conversationId}`);
+    const open = await botChat(m);
+    await setDue(open.conversationId, t - 1000);
+    try {
+      expect(await handOffOverdueBots(at(t))).toBe(1);
+      expect(await conversationRow(open.conversationId)).toMatchObject({ state: 'queued', bot: 2, botDueAt: null });
+    } finally {
+      await deps.db.delete(conversations).where(like(conversations.id, `${stale}%`));
+      await setDue(closed.conversationId, null);
     }
   });
 

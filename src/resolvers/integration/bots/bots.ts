@@ -119,18 +119,20 @@ export async function listBots(deps: Deps, viewer: AgentViewer): Promise<BotView
 
 /**
  * Disables a bot (it answers nothing more and routing skips it; the conversations it holds are
- * handed off to the agents, reason `disabled`) or enables it again.
+ * handed off to the agents, reason `disabled`) or enables it again. Asking for the state it is in
+ * answers it unchanged and audits nothing; disabling again still hands off what it may hold (a
+ * hand-off that an instance's crash cut short).
  */
 export async function setBotDisabled(deps: Deps, viewer: AgentViewer, raw: SetBotDisabledInput): Promise<BotView> {
   requireAdmin(viewer);
   const { botId, disabled } = parseInput(setBotDisabledInput, raw);
+  const where = and(eq(bots.id, botId), eq(bots.merchantId, viewer.merchantId));
   const row = await deps.db.transaction(async (tx) => {
-    const [updated] = await tx
-      .update(bots)
-      .set({ disabled })
-      .where(and(eq(bots.id, botId), eq(bots.merchantId, viewer.merchantId)))
-      .returning();
-    if (!updated) throw new DomainError('NOT_FOUND', 'No such bot');
+    const [current] = await tx.select().from(bots).where(where).for('update');
+    if (!current) throw new DomainError('NOT_FOUND', 'No such bot');
+    if (current.disabled === disabled) return current;
+    const [updated] = await tx.update(bots).set({ disabled }).where(where).returning();
+    if (!updated) throw new Error('bot update returned nothing');
     await audit(tx, viewer, disabled ? 'bot.disabled' : 'bot.enabled', botId, { disabled: !disabled }, { disabled });
     return updated;
   });
