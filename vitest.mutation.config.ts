@@ -8,7 +8,7 @@ import domain from './vitest.domain.config.js';
  * on a pool whose worker thread outlives a run (scripts/vitest-kept-threads.mjs), so a mutant
  * costs its tests, not a new thread, the imports and a new database. Stryker's runner asks for
  * `pool: 'threads'` when it creates vitest; the plugin puts this pool back after that.
- * TEST_WAIT_MS shortens `eventually`'s deadline (test/support/deps.ts): a mutant that stops an
+ * TEST_WAIT_MS shortens a test's waits (test/support/wait.ts): a mutant that stops an
  * event fails its test in 2 s instead of running into Stryker's timeout, which restarts vitest;
  * a test that hangs fails after 5 s (scripts/vitest-kept-worker.mjs).
  */

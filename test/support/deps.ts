@@ -22,6 +22,7 @@ import type { ChannelEvent } from '../../src/stores/bus.js';
 import { memoryPresenceStore, type PresenceStore, redisPresenceStore } from '../../src/stores/presence-store.js';
 import { createObjectStorage, type ObjectStorage } from '../../src/stores/storage/index.js';
 import { freshStores, type TestStores, templateDatabase } from './stores.js';
+import { WAIT_MS } from './wait.js';
 
 /**
  * The domain-level harness: real stores (PGlite in memory, or a fresh PostgreSQL database when
@@ -409,9 +410,6 @@ export function recordEvents(deps: Deps, channels: string[]) {
   };
 }
 
-/** How long `eventually` waits by default: 10 s, or TEST_WAIT_MS (the mutation run's 2 s, vitest.mutation.config.ts). */
-const WAIT_MS = Number(process.env.TEST_WAIT_MS) || 10_000;
-
 /** Waits until `check` holds, polling; fails with `what` after `ms`. */
 export async function eventually<T>(check: () => T | Promise<T>, what: string, ms = WAIT_MS): Promise<T> {
   const deadline = Date.now() + ms;
@@ -478,8 +476,8 @@ export function meanwhileBeforeNextTransaction(deps: Deps, meanwhile: () => Prom
 export const DATABASE_DOWN = 'connect ECONNREFUSED 127.0.0.1:5432';
 
 /**
- * A handle on `db` whose `select` throws DATABASE_DOWN until `restore()`: a read started while
- * it is down rejects, as one would against a database that stopped answering.
+ * A handle on `db` whose `select` throws DATABASE_DOWN (code ECONNREFUSED) until `restore()`: a
+ * read started while it is down rejects, as one would against a database that stopped answering.
  */
 export function selectsDown(db: Deps['db']): { db: Deps['db']; restore(): void } {
   let down = true;
@@ -487,7 +485,7 @@ export function selectsDown(db: Deps['db']): { db: Deps['db']; restore(): void }
     get: (target, key) =>
       down && key === 'select'
         ? () => {
-            throw new Error(DATABASE_DOWN);
+            throw Object.assign(new Error(DATABASE_DOWN), { code: 'ECONNREFUSED' });
           }
         : Reflect.get(target, key),
   });

@@ -1,5 +1,6 @@
 import PusherModule, { type Channel, type Options } from 'pusher-js';
 import WebSocket from 'ws';
+import { WAIT_MS } from './wait.js';
 
 /**
  * The real pusher-js (its Node build) against a started gateway. A browser sends the page's
@@ -62,7 +63,7 @@ export function disconnectAll() {
 }
 
 /** Resolves when the client reaches `state` (connected, failed, unavailable …). */
-export function reachState(pusher: Pusher, state: string, timeoutMs = 15_000): Promise<void> {
+export function reachState(pusher: Pusher, state: string, timeoutMs = 1.5 * WAIT_MS): Promise<void> {
   if (pusher.connection.state === state) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(
@@ -107,7 +108,7 @@ export class ChannelRecorder {
   }
 
   /** Waits until `check` holds (re-checked on each thing the channel receives). */
-  async until(check: () => boolean, what: string, timeoutMs = 15_000) {
+  async until(check: () => boolean, what: string, timeoutMs = 1.5 * WAIT_MS) {
     const deadline = Date.now() + timeoutMs;
     while (!check()) {
       const left = deadline - Date.now();
@@ -163,7 +164,7 @@ export function rawPusher(url: string, headers: Record<string, string> = {}) {
     closed,
     messages,
     send: (event: string, data: unknown) => ws.send(JSON.stringify({ event, data })),
-    async next(event: string, timeoutMs = 10_000) {
+    async next(event: string, timeoutMs = WAIT_MS) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const found = messages.find((m) => m.event === event);

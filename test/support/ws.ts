@@ -1,6 +1,7 @@
 import type { GraphQLFormattedError } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
 import WebSocket from 'ws';
+import { WAIT_MS } from './wait.js';
 
 /** A channel event as a subscriber receives it. */
 export interface ReceivedEvent {
@@ -151,7 +152,7 @@ export class ChannelSubscription {
   }
 
   /** Waits until `predicate` holds over the events received (checked on each arrival). */
-  async until(predicate: (events: ReceivedEvent[]) => boolean, what = 'the expected events', timeoutMs = 10_000) {
+  async until(predicate: (events: ReceivedEvent[]) => boolean, what = 'the expected events', timeoutMs = WAIT_MS) {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this.events)) {
       const left = deadline - Date.now();
@@ -188,7 +189,7 @@ export class ChannelSubscription {
 }
 
 /** Waits until `check` resolves truthy (polling), or fails naming `what`. */
-export async function eventually<T>(check: () => Promise<T> | T, what: string, timeoutMs = 10_000): Promise<T> {
+export async function eventually<T>(check: () => Promise<T> | T, what: string, timeoutMs = WAIT_MS): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
