@@ -114,6 +114,7 @@ export const parts = {
         'graphql-ws-edges',
         'graphql-ws-lifecycle',
         'pusher-early-messages',
+        'pusher-agent-edges',
         'security-websocket',
         'client-resume',
         'clients-resume-libraries',
