@@ -277,7 +277,7 @@ describe('Endpoints', () => {
     expect((await listWebhookEndpoints(depsWith(), a)).map((e) => e.id)).toEqual([...byId, late.endpoint.id]);
   });
 
-  it('disabling keeps the circuit as it is; enabling closes it; each audited; another merchant’s is not found', async () => {
+  it('disabling keeps the circuit as it is; enabling closes it; each audited (enabling with the circuit it closed); another merchant’s is not found', async () => {
     const { m, admin: a } = await admin();
     const { endpoint } = await createWebhookEndpoint(depsWith(), a, { url: PUBLIC_URL, events: ['message.created'] });
     const openUntil = new Date(BASE + 60_000);
@@ -301,8 +301,8 @@ describe('Endpoints', () => {
         actor: ['agent', a.agentId, a.agent.nickname, null],
         action: 'webhook_endpoint.enabled',
         target: ['webhook_endpoint', endpoint.id],
-        before: { disabled: true },
-        after: { disabled: false },
+        before: { disabled: true, consecutiveFailures: 6, circuitOpenUntil: BASE + 60_000 },
+        after: { disabled: false, consecutiveFailures: 0, circuitOpenUntil: null },
       },
     ]);
     const other = await admin();
@@ -310,6 +310,31 @@ describe('Endpoints', () => {
       await refusalOf(setWebhookEndpointDisabled(depsWith(), other.admin, { endpointId: endpoint.id, disabled: true })),
     ).toBe('NOT_FOUND: No such webhook endpoint');
     expect((await listWebhookEndpoints(depsWith(), a))[0]?.disabled).toBe(false);
+  });
+
+  it('asking for what already holds writes and audits nothing; enabling an enabled endpoint with an open circuit closes it', async () => {
+    const { m, admin: a } = await admin();
+    const { endpoint } = await createWebhookEndpoint(depsWith(), a, { url: PUBLIC_URL, events: ['message.created'] });
+    const set = (disabled: boolean) => setWebhookEndpointDisabled(depsWith(), a, { endpointId: endpoint.id, disabled });
+    expect(await set(false)).toEqual(endpoint);
+    await set(true);
+    expect(await set(true)).toEqual({ ...endpoint, disabled: true });
+    await set(false);
+    await shared.db
+      .update(webhookEndpoints)
+      .set({ consecutiveFailures: 3, circuitOpenUntil: null })
+      .where(eq(webhookEndpoints.id, endpoint.id));
+    expect(await set(false)).toEqual(endpoint);
+    const actions = (await auditOf(m.merchantId)).slice(1).map((row) => [row.action, row.before, row.after]);
+    expect(actions).toEqual([
+      ['webhook_endpoint.disabled', { disabled: false }, { disabled: true }],
+      ['webhook_endpoint.enabled', { disabled: true }, { disabled: false }],
+      [
+        'webhook_endpoint.enabled',
+        { disabled: false, consecutiveFailures: 3, circuitOpenUntil: null },
+        { disabled: false, consecutiveFailures: 0, circuitOpenUntil: null },
+      ],
+    ]);
   });
 
   it('deleting takes the endpoint and its log, not another’s, and audits what it was', async () => {

@@ -179,7 +179,7 @@ export async function deleteWebhookEndpoint(
 
 /**
  * Disables (no new events are queued for it, pending ones wait) or enables an endpoint;
- * enabling also closes its circuit.
+ * enabling also closes its circuit. Asking for what already holds writes and audits nothing.
  */
 export async function setWebhookEndpointDisabled(
   deps: Deps,
@@ -188,15 +188,26 @@ export async function setWebhookEndpointDisabled(
 ): Promise<WebhookEndpointView> {
   requireManager(viewer, 'webhooks:manage');
   const { endpointId, disabled } = parseInput(setDisabledInput, raw);
+  const where = and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.merchantId, viewer.merchantId));
   const row = await deps.db.transaction(async (tx) => {
+    const [current] = await tx.select().from(webhookEndpoints).where(where).for('update');
+    if (!current) throw new DomainError('NOT_FOUND', 'No such webhook endpoint');
+    // Enabling closes the circuit, so enabling an enabled endpoint whose circuit is open is a change.
+    const circuitClosed = current.consecutiveFailures === 0 && current.circuitOpenUntil === null;
+    if (current.disabled === disabled && (disabled || circuitClosed)) return current;
     const [updated] = await tx
       .update(webhookEndpoints)
       .set(disabled ? { disabled } : { disabled, consecutiveFailures: 0, circuitOpenUntil: null })
-      .where(and(eq(webhookEndpoints.id, endpointId), eq(webhookEndpoints.merchantId, viewer.merchantId)))
+      .where(where)
       .returning();
-    if (!updated) throw new DomainError('NOT_FOUND', 'No such webhook endpoint');
+    if (!updated) throw new Error('webhook endpoint update returned nothing');
     const action = disabled ? 'webhook_endpoint.disabled' : 'webhook_endpoint.enabled';
-    await audit(tx, viewer, action, endpointId, { disabled: !disabled }, { disabled });
+    const circuit = (row: WebhookEndpoint) =>
+      disabled || circuitClosed
+        ? {}
+        : { consecutiveFailures: row.consecutiveFailures, circuitOpenUntil: row.circuitOpenUntil?.getTime() ?? null };
+    const before = { disabled: current.disabled, ...circuit(current) };
+    await audit(tx, viewer, action, endpointId, before, { disabled, ...circuit(updated) });
     return updated;
   });
   return toEndpointView(row);
