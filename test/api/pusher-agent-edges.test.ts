@@ -4,7 +4,6 @@ import { agentSession, type HttpClient } from '../support/clients.js';
 import { selectsDown } from '../support/deps.js';
 import { rawPusher } from '../support/pusher.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { WAIT_MS } from '../support/wait.js';
 
 /**
  * What the Pusher adapter does with an agent's Session and with its lookups, each answer compared
@@ -36,27 +35,16 @@ function open(app: TestApp, appkey: string, cookie?: string) {
 
 type Raw = ReturnType<typeof open>;
 
-/** Waits until `raw` has received `n` messages of `event`, and returns them. */
-async function received(raw: Raw, event: string, n = 1) {
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const got = raw.messages.filter((m) => m.event === event);
-    if (got.length >= n) return got;
-    if (Date.now() > deadline) throw new Error(`no ${n} × ${event}; got ${JSON.stringify(raw.messages)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 /** A ping answered: everything the server sent before the pong has arrived. */
 async function settled(raw: Raw) {
   const pongs = raw.messages.filter((m) => m.event === 'pusher:pong').length;
   raw.send('pusher:ping', {});
-  await received(raw, 'pusher:pong', pongs + 1);
+  await raw.all('pusher:pong', pongs + 1);
 }
 
 const subscribe = async (raw: Raw, ...channels: string[]) => {
   for (const channel of channels) raw.send('pusher:subscribe', { channel });
-  await received(raw, 'pusher_internal:subscription_succeeded', channels.length);
+  await raw.all('pusher_internal:subscription_succeeded', channels.length);
 };
 
 describe("a connected agent's level changes", () => {
@@ -77,7 +65,7 @@ describe("a connected agent's level changes", () => {
     await subscribe(adaRaw, 'global-demo');
     try {
       await setLevel(ada.client, 'ticket_agent');
-      const refused = await received(raw, 'pusher:subscription_error', 2);
+      const refused = await raw.all('pusher:subscription_error', 2);
       const reason = {
         type: 'AuthError',
         error: 'Online reception is not available to ticket agents; use the ticket entry',
@@ -88,7 +76,7 @@ describe("a connected agent's level changes", () => {
         { event: 'pusher:subscription_error', channel: 'global-demo', data: reason },
       ]);
       await publishEvent(t.app.deps, { channel: 'global-demo', event: 'after.demotion', data: { n: 1 } });
-      await received(adaRaw, 'after.demotion');
+      await adaRaw.all('after.demotion');
       await settled(raw);
       expect(raw.messages.filter((m) => m.event === 'after.demotion')).toEqual([]);
       expect(raw.ws.readyState).toBe(raw.ws.OPEN);
@@ -116,7 +104,7 @@ describe("an agent's Session at the upgrade", () => {
     const raw = open(t, 'demo-appkey', cookieOf(bob.client));
     await raw.next('pusher:connection_established');
     raw.send('pusher:subscribe', { channel: 'global-demo' });
-    const [refused] = await received(raw, 'pusher:subscription_error');
+    const [refused] = await raw.all('pusher:subscription_error');
     expect(refused).toMatchObject({ channel: 'global-demo', data: { status: 403 } });
     expect(raw.ws.readyState).toBe(raw.ws.OPEN);
   });

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpClient, visitorChannel, visitorToken } from '../support/clients.js';
 import { rawPusher } from '../support/pusher.js';
 import { INTERNAL_TOKEN, startTestApp, type TestApp } from '../support/test-app.js';
-import { WAIT_MS } from '../support/wait.js';
 
 // The Pusher protocol's edges over a raw socket, each answer compared whole: every refused upgrade
 // closes with its own code and reason; every malformed or unsupported client message gets its own
@@ -32,13 +31,7 @@ async function connected() {
 async function answerTo(raw: Awaited<ReturnType<typeof connected>>, frame: string, event: string) {
   const seen = raw.messages.filter((m) => m.event === event).length;
   raw.ws.send(frame);
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const answers = raw.messages.filter((m) => m.event === event);
-    if (answers.length > seen) return answers[seen];
-    if (Date.now() > deadline) throw new Error(`no ${event} after ${frame}; got ${JSON.stringify(raw.messages)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  return (await raw.all(event, seen + 1))[seen];
 }
 
 const error = (message: string) => ({ event: 'pusher:error', data: { code: null, message } });
@@ -147,9 +140,7 @@ describe('pusher:subscription_error: each refusal names its own reason', () => {
       expect(res.status).toBe(202);
     }
     await answerTo(raw, JSON.stringify({ event: 'pusher:ping', data: {} }), 'pusher:pong');
-    const deadline = Date.now() + WAIT_MS;
-    while (raw.messages.filter((m) => m.event === 'test.count').length < 2 && Date.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    await raw.all('test.count', 2);
     // A ping answered after both events were published: a duplicate delivery would be here by now.
     await answerTo(raw, JSON.stringify({ event: 'pusher:ping', data: {} }), 'pusher:pong');
     expect(raw.messages.filter((m) => m.event === 'test.count').map((m) => m.data)).toEqual([{ n: 1 }, { n: 2 }]);

@@ -148,7 +148,8 @@ export const record = (pusher: Pusher, name: string) => new ChannelRecorder(push
 /** A raw Pusher-protocol socket, for what pusher-js would not send (a forged signature, no protocol). */
 export function rawPusher(url: string, headers: Record<string, string> = {}) {
   const ws = new WebSocket(url, { headers });
-  const messages: { event: string; channel?: string; data: unknown }[] = [];
+  type Message = { event: string; channel?: string; data: unknown };
+  const messages: Message[] = [];
   let wake: (() => void) | undefined;
   ws.on('message', (raw) => {
     const message = JSON.parse(String(raw));
@@ -159,22 +160,26 @@ export function rawPusher(url: string, headers: Record<string, string> = {}) {
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }));
   });
   ws.on('error', () => {});
+  /** Waits until `n` messages of `event` have arrived, and returns them all (at least one). */
+  async function all(event: string, n = 1, timeoutMs = WAIT_MS): Promise<[Message, ...Message[]]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = messages.filter((m) => m.event === event);
+      if (found.length >= Math.max(n, 1)) return found as [Message, ...Message[]];
+      if (Date.now() > deadline) throw new Error(`no ${n} × ${event}; got ${JSON.stringify(messages)}`);
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, 100);
+      });
+    }
+  }
   return {
     ws,
     closed,
     messages,
     send: (event: string, data: unknown) => ws.send(JSON.stringify({ event, data })),
-    async next(event: string, timeoutMs = WAIT_MS) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const found = messages.find((m) => m.event === event);
-        if (found) return found;
-        if (Date.now() > deadline) throw new Error(`no ${event}; got ${JSON.stringify(messages)}`);
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, 100);
-        });
-      }
-    },
+    all,
+    /** The first message of `event`, once it has arrived. */
+    next: async (event: string, timeoutMs = WAIT_MS) => (await all(event, 1, timeoutMs))[0],
   };
 }
