@@ -169,4 +169,18 @@ describe('Bots — REST and GraphQL', () => {
     });
     expect([refused.status, refused.body.code]).toEqual([403, 1403]);
   });
+
+  it('disabling a disabled bot again, by REST or GraphQL, answers it unchanged and audits nothing', async () => {
+    const ada = await agentSession(t.url, 'ada');
+    const [listed] = (await ada.client.json('/agent/bot/list')).body.data;
+    expect(listed).toMatchObject({ id: botId, disabled: true });
+    const again = await ada.client.json('/agent/bot/disable', { method: 'POST', form: { bot_id: botId } });
+    expect(again.body).toEqual({ code: 0, msg: expect.any(String), data: listed });
+    const SET = `mutation($id: ID!) { setBotDisabled(botId: $id, disabled: true) { id name groupId disabled } }`;
+    const viaGraphql = await ada.client.graphql(SET, { id: botId });
+    expect(viaGraphql.body.data.setBotDisabled).toEqual({ id: botId, name: 'Robo', groupId: null, disabled: true });
+    // Newest first.
+    const audit = await ada.client.json(`/agent/admin/audit?target_type=bot&target_id=${botId}`);
+    expect(audit.body.data.entries.map((e: { action: string }) => e.action)).toEqual(['bot.disabled', 'bot.created']);
+  });
 });
