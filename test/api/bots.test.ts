@@ -183,4 +183,30 @@ describe('Bots — REST and GraphQL', () => {
     const audit = await ada.client.json(`/agent/admin/audit?target_type=bot&target_id=${botId}`);
     expect(audit.body.data.entries.map((e: { action: string }) => e.action)).toEqual(['bot.disabled', 'bot.created']);
   });
+
+  it('a bot needs a free API key: with the merchant’s 50 live keys taken, createBot is refused 409 (1409) and LIMIT_REACHED', async () => {
+    const ada = await agentSession(t.url, 'ada');
+    const live = (await ada.client.json('/agent/apikey/list')).body.data.filter(
+      (k: { revoked_at: number | null }) => k.revoked_at === null,
+    ).length;
+    const taken: string[] = [];
+    for (let i = live; i < 50; i++) {
+      const created = await ada.client.json('/agent/apikey/create', {
+        method: 'POST',
+        json: { name: `filler ${i}`, scopes: ['conversations:read'] },
+      });
+      taken.push(created.body.data.api_key.id);
+    }
+    const message = 'A merchant has at most 50 API keys: revoke one first';
+    const viaRest = await ada.client.json('/agent/bot/create', { method: 'POST', form: { name: 'Robo 2' } });
+    expect([viaRest.status, viaRest.body]).toEqual([409, { code: 1409, msg: message, data: [] }]);
+    const viaGraphql = await ada.client.graphql(CREATE_BOT, { name: 'Robo 2' });
+    expect([
+      viaGraphql.body.data,
+      viaGraphql.body.errors?.[0]?.extensions?.code,
+      viaGraphql.body.errors?.[0]?.message,
+    ]).toEqual([null, 'LIMIT_REACHED', message]);
+    expect((await ada.client.json('/agent/bot/list')).body.data).toHaveLength(1);
+    for (const id of taken) await ada.client.json('/agent/apikey/revoke', { method: 'POST', form: { id } });
+  });
 });
