@@ -107,6 +107,11 @@ describe("an agent's Session at the upgrade", () => {
     const [refused] = await raw.all('pusher:subscription_error');
     expect(refused).toMatchObject({ channel: 'global-demo', data: { status: 403 } });
     expect(raw.ws.readyState).toBe(raw.ws.OPEN);
+    // Refused as a socket with no Session at all is, word for word.
+    const anonymous = open(t, 'demo-appkey');
+    await anonymous.next('pusher:connection_established');
+    anonymous.send('pusher:subscribe', { channel: 'global-demo' });
+    expect(await anonymous.next('pusher:subscription_error')).toEqual(refused);
   });
 });
 
