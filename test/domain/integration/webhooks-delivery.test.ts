@@ -553,40 +553,47 @@ describe('The dispatcher', () => {
     return () => BASE + (Date.now() - started);
   };
 
-  it('sends what a ping queues when nudged, and retries a failure when its wait is over, without polling', async () => {
-    const r = await receiver();
-    // A 300 first, then no answer at all, then a 204: each failure sets the retry's timer.
-    const answers = [
-      (res: ServerResponse) => res.writeHead(300).end(),
-      (res: ServerResponse) => res.destroy(),
-      (res: ServerResponse) => res.writeHead(204).end(),
-    ];
-    r.answer((_x, res) => answers.shift()?.(res));
-    // At the low end of the jitter, each retry is due before the dispatcher's timer for it fires.
-    vi.spyOn(Math, 'random').mockReturnValue(0);
-    const e = await endpoint({ url: r.url });
-    const key = {
-      kind: 'apiKey',
-      keyId: 'key_1',
-      merchantId: e.merchantId,
-      name: 'ops',
-      scopes: ['webhooks:manage'],
-    } as const;
-    const own = depsWith({ retrySchedule: [0.05, 0.05, 0.05] }, running());
-    const dispatcher = createWebhookDispatcher(own, { pollMs: 3_600_000, sweepMs: 3_600_000 });
-    dispatcher.start();
-    try {
-      // The ping wakes this deps' dispatcher; the failure's timer, its retry.
-      const ping = await testWebhookEndpoint(own, { ...key, scopes: [...key.scopes] }, { endpointId: e.id });
-      await eventually(() => r.received.length === 3, 'two failed attempts and the retry that succeeds');
-      const [row] = await shared.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, ping.id));
-      await eventually(async () => (await deliveryOf(row?.seq ?? 0))?.state === 'delivered', 'delivered');
-      expect(await deliveryOf(row?.seq ?? 0)).toMatchObject({ attempts: 3, lastStatus: 204 });
-      expect(r.received.map((x) => x.id)).toEqual([ping.id, ping.id, ping.id]);
-    } finally {
-      await dispatcher.stop();
-    }
-  });
+  // At the jitter's low end each retry is due before the dispatcher's timer for it fires; at its
+  // high end, after a timer set for the schedule's plain wait.
+  it.each([
+    ['low', 0],
+    ['high', 0.9999],
+  ])(
+    'sends what a ping queues when nudged, and retries a failure when its wait is over, without polling (jitter at its %s end)',
+    async (_end, random) => {
+      const r = await receiver();
+      // A 300 first, then no answer at all, then a 204: each failure sets the retry's timer.
+      const answers = [
+        (res: ServerResponse) => res.writeHead(300).end(),
+        (res: ServerResponse) => res.destroy(),
+        (res: ServerResponse) => res.writeHead(204).end(),
+      ];
+      r.answer((_x, res) => answers.shift()?.(res));
+      vi.spyOn(Math, 'random').mockReturnValue(random);
+      const e = await endpoint({ url: r.url });
+      const key = {
+        kind: 'apiKey',
+        keyId: 'key_1',
+        merchantId: e.merchantId,
+        name: 'ops',
+        scopes: ['webhooks:manage'],
+      } as const;
+      const own = depsWith({ retrySchedule: [0.05, 0.05, 0.05] }, running());
+      const dispatcher = createWebhookDispatcher(own, { pollMs: 3_600_000, sweepMs: 3_600_000 });
+      dispatcher.start();
+      try {
+        // The ping wakes this deps' dispatcher; the failure's timer, its retry.
+        const ping = await testWebhookEndpoint(own, { ...key, scopes: [...key.scopes] }, { endpointId: e.id });
+        await eventually(() => r.received.length === 3, 'two failed attempts and the retry that succeeds');
+        const [row] = await shared.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, ping.id));
+        await eventually(async () => (await deliveryOf(row?.seq ?? 0))?.state === 'delivered', 'delivered');
+        expect(await deliveryOf(row?.seq ?? 0)).toMatchObject({ attempts: 3, lastStatus: 204 });
+        expect(r.received.map((x) => x.id)).toEqual([ping.id, ping.id, ping.id]);
+      } finally {
+        await dispatcher.stop();
+      }
+    },
+  );
 
   it('claims no more than its attempts in flight allow', async () => {
     const r = await receiver();

@@ -240,11 +240,14 @@ export function classifyStatus(status: number | null): 'delivered' | 'final' | '
   return 'retry';
 }
 
+/** A retry's wait is its schedule's entry, give or take this share. */
+export const RETRY_JITTER = 0.1;
+
 /** The wait before retry `n` (1-based) from the schedule, with ±10 % jitter; null when exhausted. */
 export function retryDelayMs(schedule: readonly number[], n: number, random = Math.random): number | null {
   const seconds = schedule[n - 1];
   if (seconds === undefined) return null;
-  return Math.round(seconds * 1000 * (0.9 + random() * 0.2));
+  return Math.round(seconds * 1000 * (1 - RETRY_JITTER + random() * 2 * RETRY_JITTER));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { and, lt } from 'drizzle-orm';
 import { webhookDeliveries } from '../../../db/schema.js';
 import type { Deps } from '../../../deps.js';
-import { attemptDelivery, type ClaimedDelivery, claimDeliveries, recordAttempt } from './delivery.js';
+import { attemptDelivery, type ClaimedDelivery, claimDeliveries, RETRY_JITTER, recordAttempt } from './delivery.js';
 
 /**
  * The instance's webhook sender, started and stopped by the composition root. Every instance
@@ -153,6 +153,6 @@ function createTimerSet() {
   };
 }
 
-/** The first retry's wait: when a failed attempt's row may be due again. */
+/** The first retry's wait: when a failed attempt's row is due again, even at the jitter's high end. */
 const soonestRetryMs = (deps: Deps) =>
-  Math.max(10, Math.round(Math.min(...deps.config.webhooks.retrySchedule, 1) * 1000));
+  Math.max(10, Math.ceil(Math.min(...deps.config.webhooks.retrySchedule, 1) * 1000 * (1 + RETRY_JITTER)));
