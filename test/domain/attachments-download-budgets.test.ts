@@ -119,16 +119,43 @@ describe('bytes an hour', () => {
     await refusedWait(spendDownloadBytes(limited, who, 1), words('agent'), 3600);
   });
 
-  it('a store failure while counting a thumbnail’s bytes is not swallowed as a refusal would be', async () => {
-    const failing: RateLimiter = {
-      consume: async () => {
-        throw new Error('store down');
-      },
-      isBlocked: async () => 0,
-      reset: async () => {},
-      reward: async () => {},
+  it('a download that sends more than it announced is charged what it announced, no more', async () => {
+    const limited = budgets(100, 1000);
+    const who = address();
+    await (await spendDownloadBytes(limited, who, 100))(110);
+    await (await spendDownloadBytes(limited, who, 900))(900);
+    await refusedWait(spendDownloadBytes(limited, who, 1), words('client address'), 3600);
+  });
+
+  describe('a failure that is not a refusal (the store, or any other error) goes to the caller, and nothing is given back', () => {
+    const failures = [new Error('store down'), new DomainError('SERVICE_UNAVAILABLE', 'store down')];
+    /** A limiter whose every count fails with `failure`, recording what is given back. */
+    const failingWith = (failure: Error) => {
+      const rewarded: number[] = [];
+      const limiter: RateLimiter = {
+        consume: async () => {
+          throw failure;
+        },
+        isBlocked: async () => 0,
+        reset: async () => {},
+        reward: async (_subject, points = 1) => {
+          rewarded.push(points);
+        },
+      };
+      return { deps: { ...budgets(100, 1000), rateLimiter: () => limiter }, rewarded };
     };
-    const settle = await spendDownloadBytes({ ...budgets(100, 1000), rateLimiter: () => failing }, agent(), undefined);
-    await expect(settle(10)).rejects.toThrow('store down');
+
+    it.each(failures)('counting a thumbnail’s bytes after the fact: %s', async (failure) => {
+      const { deps: failing, rewarded } = failingWith(failure);
+      const settle = await spendDownloadBytes(failing, agent(), undefined);
+      await expect(settle(10)).rejects.toBe(failure);
+      expect(rewarded).toEqual([]);
+    });
+
+    it.each(failures)('spending an announced length: %s', async (failure) => {
+      const { deps: failing, rewarded } = failingWith(failure);
+      await expect(spendDownloadBytes(failing, agent(), 500)).rejects.toBe(failure);
+      expect(rewarded).toEqual([]);
+    });
   });
 });
