@@ -9,7 +9,7 @@ import {
   spendDownloadBytes,
 } from '../../src/resolvers/attachments/download-budgets.js';
 import type { AgentViewer, VisitorViewer } from '../../src/resolvers/viewer.js';
-import type { RateLimiter } from '../../src/stores/rate-limits.js';
+import type { RateLimiter, RateLimiterFactory } from '../../src/stores/rate-limits.js';
 import { refusalOf, type TestDeps, useTestDeps } from '../support/deps.js';
 
 /**
@@ -142,7 +142,12 @@ describe('bytes an hour', () => {
           rewarded.push(points);
         },
       };
-      return { deps: { ...budgets(100, 1000), rateLimiter: () => limiter }, rewarded };
+      const rateLimiter: RateLimiterFactory = Object.assign(() => limiter, {
+        consumeInOrder: async () => {
+          throw failure;
+        },
+      });
+      return { deps: { ...budgets(100, 1000), rateLimiter }, rewarded };
     };
 
     it.each(failures)('counting a thumbnail’s bytes after the fact: %s', async (failure) => {
