@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm';
+import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentGroups, agents, auditLog } from '../../../src/db/schema.js';
 import { createDeskAgent, listAgents, setAgentDisabled, updateDeskAgent } from '../../../src/resolvers/desk/agents.js';
@@ -19,7 +19,8 @@ afterAll(async () => {
 
 /** No stored Sessions: the agents of these tests never logged in. */
 const noSessions: SessionDirectory = { peek: async () => undefined, destroy: async () => {} };
-const auditRows = (merchantId: string) => deps.db.select().from(auditLog).where(eq(auditLog.merchantId, merchantId));
+const auditRows = (merchantId: string) =>
+  deps.db.select().from(auditLog).where(eq(auditLog.merchantId, merchantId)).orderBy(asc(auditLog.id));
 
 describe('Agents of the admin surface', () => {
   it('two admins demoting each other at once: exactly one wins, the merchant keeps an admin', async () => {
