@@ -12,6 +12,7 @@ import type { Tx } from '../outbox/enqueue.js';
 import { type AgentViewer, requireAdmin } from '../viewer.js';
 import { agentsOfMerchant } from './agents.js';
 import { auditedAgent, recordAudit } from './audit.js';
+import { isUniqueViolation } from './constraints.js';
 
 /**
  * The admin surface's agent groups (docs/desk.md): create, rename, choose the default group, set
@@ -86,12 +87,6 @@ async function groupsOf(db: Deps['db'] | Tx, merchantId: string, only?: string):
     routing: g.routing as RoutingPolicy,
     requiredSkills: g.requiredSkills,
   }));
-}
-
-/** PostgreSQL's unique_violation (23505), on the error or what it wraps (drizzle wraps the driver's). */
-function isUniqueViolation(error: unknown, depth = 0): boolean {
-  if (!(error instanceof Error) || depth > 3) return false;
-  return (error as { code?: unknown }).code === '23505' || isUniqueViolation(error.cause, depth + 1);
 }
 
 const audited = (g: DeskGroup) => ({
