@@ -1,8 +1,9 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { conversations, messages } from '../../src/db/schema.js';
+import { agents, conversationNotes, conversations, messages } from '../../src/db/schema.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { loadConversation } from '../../src/resolvers/conversations/queries.js';
-import { addNote, listNotes, MAX_NOTE } from '../../src/resolvers/desk/notes.js';
+import { addNote, listNotes, MAX_NOTE, MAX_NOTES_PER_CONVERSATION } from '../../src/resolvers/desk/notes.js';
 import { agentChannel } from '../../src/resolvers/events.js';
 import { listMessages } from '../../src/resolvers/messages/history.js';
 import { markRead } from '../../src/resolvers/messages/read.js';
@@ -125,5 +126,70 @@ describe('internal notes', () => {
     expect(await refusalOf(addNote(deps, ticket, { visitorId: visitor.visitorId, content: 'x' }))).toMatch(
       /^FORBIDDEN/,
     );
+  });
+
+  it('a closed conversation takes the note when the visitor has no open one', async () => {
+    const { agent, visitor, conversationId } = await chat();
+    await closeConversation(deps, agent, { visitorId: visitor.visitorId });
+    const note = await addNote(deps, agent, { visitorId: visitor.visitorId, content: 'after the close' });
+    expect([note.id.startsWith('note_'), note.conversationId]).toEqual([true, conversationId]);
+  });
+
+  it(`a conversation holds ${MAX_NOTES_PER_CONVERSATION} notes, all listed; the next is refused`, async () => {
+    const { m, agent, visitor, conversationId } = await chat();
+    const rows = Array.from({ length: MAX_NOTES_PER_CONVERSATION - 1 }, (_, i) => ({
+      id: `note_fill_${conversationId}_${i}`,
+      merchantId: m.merchantId,
+      conversationId,
+      visitorId: visitor.visitorId,
+      agentId: agent.agentId,
+      afterSeq: 0,
+      content: `n${i}`,
+      createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)),
+    }));
+    await deps.db.insert(conversationNotes).values(rows);
+    const last = await addNote(deps, agent, { visitorId: visitor.visitorId, content: 'the last one' });
+    expect(await refusalOf(addNote(deps, agent, { visitorId: visitor.visitorId, content: 'one more' }))).toBe(
+      `LIMIT_REACHED: A conversation holds at most ${MAX_NOTES_PER_CONVERSATION} notes`,
+    );
+    const listed = await listNotes(deps, agent, { visitorId: visitor.visitorId });
+    expect(listed).toHaveLength(MAX_NOTES_PER_CONVERSATION);
+    expect(listed.at(-1)).toEqual(last);
+  });
+
+  it('a queued conversation’s note goes to its writer’s channel only; a deleted author lists with no nickname', async () => {
+    const m = await f.merchant();
+    const writer = await f.agent(m);
+    // Nobody online: the conversation waits in the queue, with no agent.
+    const queued = await f.conversation(m);
+    const feed = recordEvents(deps, [agentChannel(writer.agentId)]);
+    await feed.ready;
+    const note = await addNote(deps, writer, { visitorId: queued.visitor.visitorId, content: 'waiting' });
+    expect((await feed.first('note.created')).channel).toBe(agentChannel(writer.agentId));
+    feed.stop();
+    expect(feed.events.map((e) => e.channel)).toEqual([agentChannel(writer.agentId)]);
+    await deps.db.delete(agents).where(eq(agents.id, writer.agentId));
+    const admin = await f.agent(m, { level: 'admin' });
+    expect(await listNotes(deps, admin, { visitorId: queued.visitor.visitorId })).toEqual([
+      { ...note, agentId: null, agentNickname: '' },
+    ]);
+  });
+
+  it('under history_only_mine an agent lists the notes of its own and of queued conversations; an admin all', async () => {
+    const m = await f.merchant({ settings: { history_only_mine: true } });
+    const [mine, other] = [await f.agent(m), await f.agent(m)];
+    const admin = await f.agent(m, { level: 'admin' });
+    // Queued first (nobody online), then served by `other`.
+    const { visitor } = await f.conversation(m);
+    const queuedNote = await addNote(deps, mine, { visitorId: visitor.visitorId, content: 'while it waits' });
+    expect(await listNotes(deps, mine, { visitorId: visitor.visitorId })).toEqual([queuedNote]);
+    await f.online(other);
+    await deps.db
+      .update(conversations)
+      .set({ state: 'active', agentId: other.agentId })
+      .where(eq(conversations.id, queuedNote.conversationId));
+    expect(await listNotes(deps, mine, { visitorId: visitor.visitorId })).toEqual([]);
+    expect(await listNotes(deps, other, { visitorId: visitor.visitorId })).toEqual([queuedNote]);
+    expect(await listNotes(deps, admin, { visitorId: visitor.visitorId })).toEqual([queuedNote]);
   });
 });
