@@ -1,9 +1,9 @@
 import { and, asc, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, auditLog } from '../../../src/db/schema.js';
 import { createAgentGroup, listAgentGroups, updateAgentGroup } from '../../../src/resolvers/desk/groups.js';
 import type { AgentViewer } from '../../../src/resolvers/viewer.js';
-import { factories, refusalOf, type TestDeps, type TestMerchant, testDeps } from '../../support/deps.js';
+import { type Factories, refusalOf, type TestDeps, type TestMerchant, useTestDeps } from '../../support/deps.js';
 
 /**
  * The agent groups of the admin surface (src/resolvers/desk/groups.ts) at the domain level, by
@@ -13,14 +13,8 @@ import { factories, refusalOf, type TestDeps, type TestMerchant, testDeps } from
  * through REST and GraphQL.
  */
 let deps: TestDeps;
-let f: ReturnType<typeof factories>;
-beforeAll(async () => {
-  deps = await testDeps();
-  f = factories(deps);
-});
-afterAll(async () => {
-  await f.cleanup();
-});
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
 
 /** A merchant, its admin and the id of its default group (createMerchant makes it). */
 async function desk(): Promise<{ m: TestMerchant; admin: AgentViewer; defaultId: string }> {
