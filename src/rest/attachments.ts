@@ -338,9 +338,13 @@ function parseUpload(
 function refuseUpload(deps: Deps, req: Request, res: Response, error: unknown) {
   if (res.headersSent) return;
   res.setHeader('Connection', 'close');
+  // After a `Connection: close` answer node destroys the socket as soon as the answer is written;
+  // half-closing instead keeps reading (and dropping) what the client still sends until the timer.
+  const socket = req.socket;
+  socket.destroySoon = () => socket.end();
   sendError(res, error, deps.log);
   req.unpipe();
-  res.once('finish', () => setTimeout(() => req.socket.destroy(), LINGER_MS).unref());
+  res.once('finish', () => setTimeout(() => socket.destroy(), LINGER_MS).unref());
   req.resume();
 }
 
