@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentSession, HttpClient, visitorToken } from '../support/clients.js';
+import { factories } from '../support/deps.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 /**
@@ -208,5 +209,48 @@ describe('Bots — REST and GraphQL', () => {
     ]).toEqual([null, 'LIMIT_REACHED', message]);
     expect((await ada.client.json('/agent/bot/list')).body.data).toHaveLength(1);
     for (const id of taken) await ada.client.json('/agent/apikey/revoke', { method: 'POST', form: { id } });
+  });
+});
+
+describe('Hand-off by another bot of the merchant (REST)', () => {
+  it('the bot that handed it off is answered handed_off false again; another bot of the merchant gets 1206', async () => {
+    // A merchant of its own: the demo's bot above is disabled by now, and its bot list is checked whole.
+    const f = factories(t.app.deps);
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const session = new HttpClient(t.url);
+    expect((await session.login(admin.agent.username, 'test-password-1')).body.code).toBe(0);
+    const keyOf = async (name: string) =>
+      (await session.json('/agent/bot/create', { method: 'POST', form: { name } })).body.data.key as string;
+    const first = await keyOf('First'); // the oldest bot: it takes the new conversation
+    const second = await keyOf('Second');
+    const { token, uid } = await visitorToken(t.url, m.appkey);
+    const assigned = await new HttpClient(t.url).json('/visitor/chat/assign', {
+      method: 'POST',
+      form: {},
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(assigned.body.data).toMatchObject({ state: 'active', agent: null });
+    const handoff = (key: string) =>
+      new HttpClient(t.url).json('/bot/chat/handoff', {
+        method: 'POST',
+        form: { visitor_id: uid },
+        headers: { authorization: `Bearer ${key}` },
+      });
+    const done = await handoff(first);
+    expect([done.status, done.body]).toEqual([
+      200,
+      { code: 0, msg: expect.any(String), data: expect.objectContaining({ handed_off: true, state: 'queued' }) },
+    ]);
+    const again = await handoff(first);
+    expect([again.status, again.body]).toEqual([
+      200,
+      { code: 0, msg: expect.any(String), data: expect.objectContaining({ handed_off: false, state: 'queued' }) },
+    ]);
+    const other = await handoff(second);
+    expect([other.status, other.body]).toEqual([
+      200,
+      { code: 1206, msg: 'This conversation is not held by this bot', data: [] },
+    ]);
   });
 });

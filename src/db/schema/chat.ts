@@ -46,8 +46,16 @@ export const conversations = pgTable(
     pinnedAt: bigint('pinned_at', { mode: 'number' }).notNull().default(0),
     /** The `chatting` entry's `bot`: 0 no bot took part, 1 a bot holds it now, 2 a bot handed it off to humans. */
     bot: integer('bot').notNull().default(0),
-    /** The bot that holds it (state `active`, no agent); null once handed off (docs/integration.md "Bots"). */
+    /**
+     * The bot that holds it (state `active`, no agent); null once handed off, when
+     * `handed_off_bot_id` names it instead (docs/integration.md "Bots").
+     */
     botId: text('bot_id').references(() => bots.id, { onDelete: 'set null' }),
+    /**
+     * The bot that held it until its hand-off (whatever the reason); null while a bot holds it or
+     * when none ever did. Only this bot's repeated hand-off is answered as done; others are refused.
+     */
+    handedOffBotId: text('handed_off_bot_id').references(() => bots.id, { onDelete: 'set null' }),
     /**
      * While a bot holds it: when the bot must have answered the oldest unanswered visitor message
      * (BOT_HANDOFF_TIMEOUT_SECONDS); the sweep hands off conversations past it, on any instance.

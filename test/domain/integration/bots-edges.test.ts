@@ -338,6 +338,7 @@ describe('Hand-off', () => {
     expect(await conversationRow(conversationId)).toMatchObject({
       state: 'queued',
       botId: null,
+      handedOffBotId: viewer.botId,
       bot: 2,
       botDueAt: null,
       queuedAt: new Date(t),
@@ -390,6 +391,56 @@ describe('Hand-off', () => {
     expect(await codeOf(botHandoff(deps, viewer, { visitorId: stranger.visitorId }))).toBe('NOT_FOUND');
   });
 
+  it('a repeated hand-off is idempotent for the bot that held the conversation only: another bot of the merchant is HANDED_OFF', async () => {
+    const { m, admin, viewer } = await withBot('First');
+    const second = await botOf(admin, { name: 'Second' });
+    const { visitor, conversationId } = await botChat(m); // the oldest bot takes it
+    expect(await botHandoff(deps, viewer, { visitorId: visitor.visitorId })).toEqual({
+      conversationId,
+      handedOff: true,
+      state: 'queued',
+    });
+    const after = await conversationRow(conversationId);
+    expect(after).toMatchObject({ state: 'queued', botId: null, handedOffBotId: viewer.botId, bot: 2 });
+    expect(await botHandoff(deps, viewer, { visitorId: visitor.visitorId })).toEqual({
+      conversationId,
+      handedOff: false,
+      state: 'queued',
+    });
+    // The same words as for a conversation the other bot never held, and nothing written.
+    expect(await refusalOf(botHandoff(deps, second.viewer, { visitorId: visitor.visitorId }))).toBe(
+      'HANDED_OFF: This conversation is not held by this bot',
+    );
+    expect(await conversationRow(conversationId)).toEqual(after);
+    expect(await handoffReasons(visitor)).toEqual(['bot']);
+  });
+
+  it('after the visitor’s or the admin’s hand-off the bot that held it is answered false, another bot HANDED_OFF', async () => {
+    const { m, admin, bot, viewer } = await withBot('First');
+    const second = await botOf(admin, { name: 'Second' });
+    const asked = await botChat(m);
+    expect(await requestHuman(deps, asked.visitor)).toMatchObject({ handedOff: true });
+    const disabled = await botChat(m);
+    await setBotDisabled(deps, admin, { botId: bot.id, disabled: true });
+    for (const { visitor, conversationId } of [asked, disabled]) {
+      expect(await conversationRow(conversationId)).toMatchObject({
+        botId: null,
+        handedOffBotId: viewer.botId,
+        bot: 2,
+      });
+      expect(await botHandoff(deps, viewer, { visitorId: visitor.visitorId })).toEqual({
+        conversationId,
+        handedOff: false,
+        state: 'queued',
+      });
+      expect(await refusalOf(botHandoff(deps, second.viewer, { visitorId: visitor.visitorId }))).toBe(
+        'HANDED_OFF: This conversation is not held by this bot',
+      );
+    }
+    expect(await handoffReasons(asked.visitor)).toEqual(['visitor']);
+    expect(await handoffReasons(disabled.visitor)).toEqual(['disabled']);
+  });
+
   it('a conversation naming a bot but not active is left as it is', async () => {
     const { m, viewer } = await withBot();
     const { visitor, conversationId } = await botChat(m);
@@ -417,7 +468,7 @@ describe('Hand-off', () => {
 describe('The answer-deadline sweep', () => {
   it('hands off a conversation due at the sweep’s very millisecond, and not one due a millisecond later', async () => {
     const t = era(2005);
-    const { m } = await withBot('Robo');
+    const { m, viewer } = await withBot('Robo');
     const due = await botChat(m);
     const later = await botChat(m);
     await setDue(due.conversationId, t);
@@ -427,6 +478,7 @@ describe('The answer-deadline sweep', () => {
       expect(await conversationRow(due.conversationId)).toMatchObject({
         state: 'queued',
         botId: null,
+        handedOffBotId: viewer.botId,
         bot: 2,
         botDueAt: null,
         queuedAt: new Date(t),

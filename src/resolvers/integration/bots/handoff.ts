@@ -58,7 +58,15 @@ async function handOffInTx(
   if (reason === 'timeout' && !(c.botDueAt && c.botDueAt.getTime() <= now)) return false;
   const [updated] = await tx
     .update(conversations)
-    .set({ state: 'queued', botId: null, bot: 2, botDueAt: null, queuedAt: new Date(now), version: c.version + 1 })
+    .set({
+      state: 'queued',
+      botId: null,
+      handedOffBotId: c.botId,
+      bot: 2,
+      botDueAt: null,
+      queuedAt: new Date(now),
+      version: c.version + 1,
+    })
     .where(and(eq(conversations.id, c.id), eq(conversations.botId, c.botId), eq(conversations.version, c.version)))
     .returning();
   if (!updated) return false;
@@ -119,14 +127,16 @@ async function handOff(
 
 /**
  * The bot hands the visitor's conversation to the agents. Idempotent: a conversation it already
- * handed off answers `handedOff: false`; one a bot never held (or another bot holds) is HANDED_OFF.
+ * handed off (or that left it for another reason) answers `handedOff: false`; one it never held
+ * (another bot holds it, another bot handed it off, no bot ever did) is HANDED_OFF.
  */
 export async function botHandoff(deps: Deps, bot: BotViewer, given: HandoffInput): Promise<HandoffResult> {
   const { visitorId } = parseInput(handoffInput, given);
   await requireMerchantVisitor(deps.db, bot.merchantId, visitorId);
   return handOff(deps, bot.merchantId, visitorId, 'bot', (ctx) => {
     const c = ctx.conversation;
-    if (c.botId !== bot.botId && !(c.botId === null && c.bot === 2))
+    // `bot` 2 says only that some bot handed it off: the repeat is idempotent for the bot that held it, no other.
+    if (c.botId !== bot.botId && c.handedOffBotId !== bot.botId)
       throw new DomainError('HANDED_OFF', 'This conversation is not held by this bot');
   });
 }
