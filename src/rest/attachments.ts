@@ -5,6 +5,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { badInput, DomainError } from '../errors.js';
+import { closeLingering } from '../http/linger.js';
 import { clientIp, pathOf, queryOf } from '../http/request.js';
 import { discardUpload } from '../resolvers/attachments/cleanup.js';
 import { type AttachmentVariant, authorizeDownload } from '../resolvers/attachments/download.js';
@@ -185,9 +186,6 @@ const kindOf = (value: string | null | undefined) => {
   return value as (typeof ATTACHMENT_KINDS)[number];
 };
 
-/** How long a refused upload's remaining bytes are discarded before the connection is closed. */
-const LINGER_MS = 5000;
-
 /**
  * Answers `POST /visitor/upload` and `POST /agent/upload`: `identify` gives the uploader (its
  * refusal is answered like any other), then the multipart body streams into the domain; the
@@ -332,20 +330,14 @@ function parseUpload(
 
 /**
  * Answers a refused upload at once. Nothing more of the body is parsed, counted or stored; what
- * the client still sends is discarded for a short while (a lingering close, as nginx does) so
+ * the client still sends is discarded for a short while (`closeLingering`, src/http/linger.ts) so
  * that it can read this answer instead of a connection reset; then the socket goes.
  */
 function refuseUpload(deps: Deps, req: Request, res: Response, error: unknown) {
   if (res.headersSent) return;
-  res.setHeader('Connection', 'close');
-  // After a `Connection: close` answer node destroys the socket as soon as the answer is written;
-  // half-closing instead keeps reading (and dropping) what the client still sends until the timer.
-  const socket = req.socket;
-  socket.destroySoon = () => socket.end();
-  sendError(res, error, deps.log);
   req.unpipe();
-  res.once('finish', () => setTimeout(() => socket.destroy(), LINGER_MS).unref());
-  req.resume();
+  closeLingering(req, res);
+  sendError(res, error, deps.log);
 }
 
 /** Upload requests stream for as long as their bytes take: the app's request deadline skips them. */
