@@ -72,6 +72,7 @@ export const parts = {
       'visitor-refusal-delay',
       'attachments-abuse',
       'attachments-download-budget',
+      'attachments-lingering-close',
     ),
   },
   schema: {
@@ -138,6 +139,7 @@ export const parts = {
       'hardening-login',
       'security-input',
       'auth-sessions',
+      'attachments-lingering-close',
       ),
     ],
   },
