@@ -277,6 +277,16 @@ describe('channel floods (row 3)', () => {
     expect(sent.message.content).toBe('kept');
   });
 
+  it('assigning again while a conversation is open returns it and opens none of the hour', async () => {
+    const limited = budgets({ conversationsPerHour: 1 });
+    const { m } = await chat();
+    const visitor = await f.visitor(m);
+    const first = await assignAgent(limited, visitor);
+    // With the hour's one conversation spent, a repeat is answered from the open conversation.
+    expect(await assignAgent(limited, visitor)).toEqual(first);
+    expect(await assignAgent(limited, visitor)).toEqual(first);
+  });
+
   it('conversations opened and closed per visitor: a send + close loop stops at CHAT_CONVERSATIONS_PER_HOUR', async () => {
     const limited = budgets({ conversationsPerHour: 2 });
     const { m } = await chat();

@@ -49,8 +49,13 @@ describe('Reading a conversation', () => {
     const visitor = await f.visitor(m, { nickname: 'Vic' });
     expect(await loadConversation(deps, visitor)).toBeNull();
     expect(await loadConversation(deps, agent, { visitorId: visitor.visitorId })).toBeNull();
+    const before = Math.floor(Date.now() / 1000);
     const queued = await assignAgent(deps, visitor);
     expect(queued).toMatchObject({ state: 'queued', agent: null, queuePosition: 1 });
+    // The legacy `timestamp` of a new conversation: its opening, in seconds.
+    const opened = (await loadConversation(deps, visitor))?.timestamp ?? 0;
+    expect(opened).toBeGreaterThanOrEqual(before);
+    expect(opened).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000));
     await f.online(agent);
     const view = await loadConversation(deps, agent, { visitorId: visitor.visitorId });
     expect(view).toMatchObject({
