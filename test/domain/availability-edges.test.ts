@@ -1,0 +1,225 @@
+import { and, asc, eq } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { agentGroups, agents, auditLog, conversations } from '../../src/db/schema.js';
+import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
+import {
+  leaveContactDetails,
+  leaveMessage,
+  listMessagesLeft,
+  updateContactFields,
+} from '../../src/resolvers/availability/messages-left.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { globalChannel } from '../../src/resolvers/events.js';
+import {
+  codeOf,
+  type Factories,
+  recordEvents,
+  refusalOf,
+  type TestDeps,
+  type TestMerchant,
+  useTestDeps,
+} from '../support/deps.js';
+
+/** The edges of messages left (docs/availability.md "Messages left"), each checked by value. */
+
+let deps: TestDeps;
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
+
+const KEPT =
+  ' Your message is kept and nothing is lost: an agent will answer it here as soon as possible. Come back to this page to read the answer.';
+
+/** Runs `work` with the deps' clock stopped at `at` (Unix ms). */
+async function at<T>(when: number, work: () => Promise<T>): Promise<T> {
+  const real = deps.now;
+  deps.now = () => when;
+  try {
+    return await work();
+  } finally {
+    deps.now = real;
+  }
+}
+
+const defaultGroupOf = async (m: TestMerchant) =>
+  (
+    await deps.db
+      .select({ id: agentGroups.id })
+      .from(agentGroups)
+      .where(and(eq(agentGroups.merchantId, m.merchantId), eq(agentGroups.isDefault, true)))
+  )[0]?.id;
+
+describe('messages left: what the visitor is told', () => {
+  it('closed: the notice names the next opening in the calendar’s zone, and the event carries the same sentence', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    // Weekdays 09:00–17:00 in Paris; Monday 30 Nov 2026 04:00 in Paris (03:00 UTC) is before the opening.
+    await updateBusinessHours(deps, admin, {
+      timezone: 'Europe/Paris',
+      weekly: [1, 2, 3, 4, 5].map((day) => ({ day, start: '09:00', end: '17:00' })),
+    });
+    const visitor = await f.visitor(m);
+    const rec = recordEvents(deps, [globalChannel(m.bid)]);
+    await rec.ready;
+    const assigned = await at(Date.UTC(2026, 10, 30, 3, 0), () => assignAgent(deps, visitor));
+    const notice = `We are closed right now; we open again on 30 Nov 2026, 09:00 (Europe/Paris).${KEPT}`;
+    expect(assigned.messageLeft).toEqual({
+      reason: 'closed',
+      notice,
+      nextOpenAt: Date.UTC(2026, 10, 30, 8, 0) / 1000,
+      contactFields: [],
+    });
+    const event = await rec.first('conversation.message_left', globalChannel(m.bid));
+    expect(event.data).toMatchObject({ reason: 'closed', next_open_at: Date.UTC(2026, 10, 30, 8, 0) / 1000, notice });
+    rec.stop();
+  });
+
+  it('no agent: the notice says nobody is online', async () => {
+    const m = await f.merchant();
+    const assigned = await assignAgent(deps, await f.visitor(m));
+    expect(assigned.messageLeft?.notice).toBe(`No agent is online right now.${KEPT}`);
+  });
+});
+
+describe('messages left: who counts as able to answer', () => {
+  it('an agent online in another group does not answer the default group: the conversation is a message left', async () => {
+    const m = await f.merchant();
+    const sales = `g_sales_${m.merchantId}`;
+    await deps.db.insert(agentGroups).values({ id: sales, merchantId: m.merchantId, name: 'Sales' });
+    await f.online(await f.agent(m, { group: 'Sales' }));
+    const assigned = await assignAgent(deps, await f.visitor(m));
+    expect([assigned.state, assigned.messageLeft?.reason]).toEqual(['queued', 'no_agent']);
+  });
+
+  it('an online agent without a group serves the default group: a conversation waiting for its seat is no message left', async () => {
+    const m = await f.merchant();
+    const sales = `g_sales_${m.merchantId}`;
+    await deps.db.insert(agentGroups).values({ id: sales, merchantId: m.merchantId, name: 'Sales' });
+    const agent = await f.agent(m, { maxConcurrentChats: 1 });
+    await deps.db.update(agents).set({ groupId: null }).where(eq(agents.id, agent.agentId));
+    await f.online(agent);
+    const first = await assignAgent(deps, await f.visitor(m));
+    expect([first.state, first.agent?.agentId]).toEqual(['active', agent.agentId]);
+    // The agent is full: the next one waits in the queue, but someone of its group is online.
+    const second = await assignAgent(deps, await f.visitor(m));
+    expect([second.state, second.messageLeft]).toEqual(['queued', null]);
+    const [row] = await deps.db.select().from(conversations).where(eq(conversations.id, second.conversationId));
+    expect([row?.groupId, row?.leftAt, row?.leftReason]).toEqual([await defaultGroupOf(m), null, null]);
+    expect((await listMessagesLeft(deps, agent)).nodes).toEqual([]);
+  });
+});
+
+describe('messages left: made once', () => {
+  it('leaveMessage returns the notice the first time, then nothing; a conversation no longer queued is not made one', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    await updateContactFields(deps, admin, { fields: ['phone'] });
+    // Queued, not a message left: an online agent (capacity 1) is busy with another visitor.
+    const agent = await f.agent(m, { maxConcurrentChats: 1 });
+    await f.online(agent);
+    const busy = await f.visitor(m);
+    expect((await assignAgent(deps, busy)).state).toBe('active');
+    const visitor = await f.visitor(m);
+    const queued = await assignAgent(deps, visitor);
+    expect([queued.state, queued.messageLeft]).toEqual(['queued', null]);
+    const rec = recordEvents(deps, [globalChannel(m.bid)]);
+    await rec.ready;
+
+    const why = { reason: 'no_agent' as const, nextOpenAt: null, timezone: 'UTC' };
+    expect(await leaveMessage(deps, m.merchantId, visitor.visitorId, why)).toEqual({
+      reason: 'no_agent',
+      notice: `No agent is online right now.${KEPT}`,
+      nextOpenAt: null,
+      contactFields: ['phone'],
+    });
+    await rec.first('conversation.message_left', globalChannel(m.bid));
+    // Already one: nothing again, and no second event.
+    expect(await leaveMessage(deps, m.merchantId, visitor.visitorId, why)).toBeUndefined();
+    // Active (the busy visitor's): not made one.
+    expect(await leaveMessage(deps, m.merchantId, busy.visitorId, why)).toBeUndefined();
+    const [active] = await deps.db
+      .select()
+      .from(conversations)
+      .where(and(eq(conversations.merchantId, m.merchantId), eq(conversations.state, 'active')));
+    expect([active?.visitorId, active?.leftAt, active?.leftReason]).toEqual([busy.visitorId, null, null]);
+    // A later event on the channel proves the second leaveMessage told nothing before it.
+    await assignAgent(deps, await f.visitor(m));
+    await rec.first('conversation.queued', globalChannel(m.bid));
+    expect(rec.events.filter((e) => e.event === 'conversation.message_left').length).toBe(1);
+    rec.stop();
+  });
+});
+
+describe('messages left: the agents’ list pages', () => {
+  it('a page holding exactly the last rows has no next page', async () => {
+    const m = await f.merchant();
+    const agent = await f.agent(m);
+    await assignAgent(deps, await f.visitor(m));
+    await assignAgent(deps, await f.visitor(m));
+    const page = await listMessagesLeft(deps, agent, { first: 2 });
+    expect([page.nodes.length, page.hasNextPage]).toEqual([2, false]);
+  });
+
+  it('an after that is not a cursor of this list is refused, whatever its shape', async () => {
+    const m = await f.merchant();
+    const agent = await f.agent(m);
+    await assignAgent(deps, await f.visitor(m));
+    const cursor = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+    for (const after of [
+      cursor({ at: '2026-01-01T00:00:00.000Z', id: 'c' }),
+      // An object with the array's keys is not the array a cursor is.
+      cursor({ 0: '2026-01-01T00:00:00.000Z', 1: 'c' }),
+      cursor([1, 'c']),
+      cursor(['2026-01-01T00:00:00.000Z', 5]),
+      cursor(['not a date', 'c']),
+      cursor(['2026-01-01T00:00:00.000Z']),
+    ])
+      expect(await refusalOf(listMessagesLeft(deps, agent, { after }))).toBe(
+        'BAD_USER_INPUT: after is not a cursor of this list',
+      );
+    // A well-formed one is read: nothing left after the far future.
+    const late = await listMessagesLeft(deps, agent, { after: cursor(['2100-01-01T00:00:00.000Z', 'c']) });
+    expect(late.nodes).toEqual([]);
+  });
+});
+
+describe('messages left: contact details', () => {
+  it('details left in two calls add up; a visitor without an open conversation is told to write first', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    await updateContactFields(deps, admin, { fields: ['name', 'email'] });
+    const none = await f.visitor(m);
+    expect(await refusalOf(leaveContactDetails(deps, none, { email: 'x@example.com' }))).toBe(
+      'CONVERSATION_CLOSED: Write a message first',
+    );
+    const visitor = await f.visitor(m);
+    await assignAgent(deps, visitor);
+    expect(await leaveContactDetails(deps, visitor, { email: 'lily@example.com' })).toEqual({
+      email: 'lily@example.com',
+    });
+    expect(await leaveContactDetails(deps, visitor, { name: 'Lily' })).toEqual({
+      email: 'lily@example.com',
+      name: 'Lily',
+    });
+    const agent = await f.agent(m);
+    expect((await listMessagesLeft(deps, agent)).nodes.map((n) => n.contact)).toEqual([
+      { email: 'lily@example.com', name: 'Lily' },
+    ]);
+  });
+
+  it('a change of the fields asked is audited with the fields before and after, on the merchant', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    await updateContactFields(deps, admin, { fields: ['email'] });
+    await updateContactFields(deps, admin, { fields: ['name', 'phone'] });
+    const rows = await deps.db
+      .select()
+      .from(auditLog)
+      .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'contact_fields.updated')))
+      .orderBy(asc(auditLog.id));
+    expect(rows.map((r) => [r.actorId, r.targetType, r.targetId, r.before, r.after])).toEqual([
+      [admin.agentId, 'merchant', m.merchantId, { contactFields: [] }, { contactFields: ['email'] }],
+      [admin.agentId, 'merchant', m.merchantId, { contactFields: ['email'] }, { contactFields: ['name', 'phone'] }],
+    ]);
+    expect(await codeOf(updateContactFields(deps, await f.agent(m), { fields: ['name'] }))).toBe('FORBIDDEN');
+  });
+});
