@@ -1,0 +1,222 @@
+import { eq, inArray } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agents, conversations, merchants } from '../../src/db/schema.js';
+import { leaveMessage } from '../../src/resolvers/availability/messages-left.js';
+import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
+import { loadConversation } from '../../src/resolvers/conversations/queries.js';
+import { rateConversation } from '../../src/resolvers/conversations/rating.js';
+import { requeueOfflineAgent } from '../../src/resolvers/conversations/requeue.js';
+import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
+import { agentChannel } from '../../src/resolvers/events.js';
+import { listMessages } from '../../src/resolvers/messages/history.js';
+import { sendMessage } from '../../src/resolvers/messages/send.js';
+import type { VisitorViewer } from '../../src/resolvers/viewer.js';
+import {
+  type Factories,
+  factories,
+  meanwhileBeforeNextTransaction,
+  privateTestDeps,
+  recordEvents,
+  type TestDeps,
+  type TestMerchant,
+  useTestDeps,
+} from '../support/deps.js';
+
+/**
+ * Conversation rules (docs/chat.md) at their edges: the idle sweep's count, its events and the
+ * queue it frees, and what changes between its read and its lock; the system messages' sender;
+ * a transfer's events; the agent's avatar in the view; a re-queue only of an agent offline.
+ */
+
+let deps: TestDeps;
+let f: Factories;
+useTestDeps((made) => ({ deps, f } = made));
+
+const stateOf = async (d: TestDeps, v: VisitorViewer) => (await loadConversation(d, v))?.state;
+
+describe('Idle close', () => {
+  // The sweep reads every merchant's conversations: on a database of their own its count is exact.
+  let own: TestDeps;
+  let g: Factories;
+  beforeAll(async () => {
+    own = await privateTestDeps();
+    g = factories(own);
+  });
+  afterAll(async () => {
+    await g?.cleanup();
+    await own?.close();
+  });
+
+  const idleMinutes = (d: TestDeps, m: TestMerchant, minutes: number) =>
+    d.db.update(merchants).set({ idleCloseMinutes: minutes }).where(eq(merchants.id, m.merchantId));
+  /** Makes the visitor's open conversation last active `seconds` before `nowMs`. */
+  const quietSince = async (d: TestDeps, v: VisitorViewer, nowMs: number, seconds: number) => {
+    const id = (await loadConversation(d, v))?.conversationId ?? '';
+    await d.db
+      .update(conversations)
+      .set({ timestamp: Math.floor(nowMs / 1000) - seconds })
+      .where(eq(conversations.id, id));
+  };
+
+  it('closes exactly the conversations due, queued ones a visitor wrote in included; tells the visitor at once; serves the queue the close freed', async () => {
+    const m = await g.merchant({ maxConcurrentChats: 1 });
+    await idleMinutes(own, m, 10);
+    const agent = await g.agent(m);
+    await g.online(agent);
+    const [held, waiting, wrote] = [await g.visitor(m), await g.visitor(m), await g.visitor(m)];
+    expect((await assignAgent(own, held)).state).toBe('active');
+    expect((await assignAgent(own, waiting)).state).toBe('queued');
+    expect((await assignAgent(own, wrote)).state).toBe('queued');
+    // A queued conversation its visitor wrote in (not a message left) is idle like any other.
+    await sendMessage(own, wrote, { clientMsgId: 'w1', content: 'anyone?' });
+    const now = Date.now();
+    await quietSince(own, held, now, 11 * 60);
+    await quietSince(own, wrote, now, 11 * 60);
+    const feed = recordEvents(own, [held.channel]);
+    await feed.ready;
+
+    expect(await closeIdleConversations(own)).toBe(2);
+    // Published by the sweep itself (no background drain runs here).
+    const closed = await feed.first('conversation.closed', held.channel);
+    expect(closed.data).toMatchObject({ state: 'closed', agent_id: agent.agentId, closed_by: 'idle' });
+    expect(await stateOf(own, wrote)).toBe('closed');
+    expect((await listMessages(own, held)).messages.at(-1)).toMatchObject({
+      senderType: 'system',
+      senderId: '',
+      type: 'system',
+      content: 'Closed after inactivity',
+      meta: { event: 'closed', closed_by: 'idle' },
+    });
+    // The agent's seat the close freed is taken by the one still waiting.
+    expect(await loadConversation(own, waiting)).toMatchObject({
+      state: 'active',
+      agent: { agentId: agent.agentId },
+    });
+    expect(await closeIdleConversations(own)).toBe(0);
+    feed.stop();
+  });
+
+  it('what changes between its read and its lock keeps a conversation open: a message, a close, a message left, idle_close_minutes set to 0', async () => {
+    const m = await g.merchant();
+    const never = await g.merchant();
+    await idleMinutes(own, m, 10);
+    await idleMinutes(own, never, 10);
+    const [due, writes, closes, leaves] = [
+      await g.visitor(m),
+      await g.visitor(m),
+      await g.visitor(m),
+      await g.visitor(m),
+    ];
+    const switchedOff = await g.visitor(never);
+    for (const v of [due, writes, closes, leaves, switchedOff]) await assignAgent(own, v);
+    // With nobody online they became messages left at once; as conversations that merely wait they
+    // are the sweep's (a message left written in is never closed for idleness).
+    await own.db
+      .update(conversations)
+      .set({ leftAt: null, leftReason: null })
+      .where(inArray(conversations.merchantId, [m.merchantId, never.merchantId]));
+    // The visitor who will leave a message has written in its queued conversation.
+    await sendMessage(own, leaves, { clientMsgId: 'l1', content: 'call me back' });
+    // The sweep runs 5 minutes from now; every conversation has been quiet 11 minutes by then.
+    const sweepAt = Date.now() + 5 * 60_000;
+    for (const v of [due, writes, closes, leaves, switchedOff]) await quietSince(own, v, sweepAt, 11 * 60);
+
+    const meanwhile = meanwhileBeforeNextTransaction({ ...own, now: () => sweepAt }, async () => {
+      // A message now: 5 minutes before the sweep's time, within its 10.
+      await sendMessage(own, writes, { clientMsgId: 'w1', content: 'still here' });
+      await closeConversation(own, closes);
+      await leaveMessage(own, m.merchantId, leaves.visitorId, {
+        reason: 'no_agent',
+        nextOpenAt: null,
+        timezone: 'UTC',
+      });
+      await idleMinutes(own, never, 0);
+    });
+    expect(await closeIdleConversations(meanwhile)).toBe(1);
+    expect(await loadConversation(own, due)).toMatchObject({ state: 'closed', closedBy: 'idle' });
+    expect(await stateOf(own, writes)).toBe('queued');
+    expect(await loadConversation(own, closes)).toMatchObject({ state: 'closed', closedBy: 'visitor' });
+    const [left] = await own.db
+      .select({ state: conversations.state, leftReason: conversations.leftReason })
+      .from(conversations)
+      .where(eq(conversations.visitorId, leaves.visitorId));
+    expect(left).toEqual({ state: 'queued', leftReason: 'no_agent' });
+    expect(await stateOf(own, switchedOff)).toBe('queued');
+  });
+});
+
+describe('System messages', () => {
+  it('a transfer, a close and a rating each write one from the system (no sender id), saying what happened', async () => {
+    const { m, agent, visitor } = await f.activeChat({
+      switches: { session_invite_rating: 'on' },
+      agentNickname: 'Alice',
+    });
+    const bob = await f.agent(m, { nickname: 'Bob' });
+    await f.online(bob);
+    await transferConversation(deps, agent, { visitorId: visitor.visitorId, toAgentId: bob.agentId });
+    await closeConversation(deps, bob, { visitorId: visitor.visitorId });
+    await rateConversation(deps, visitor, { score: 4 });
+    const system = (await listMessages(deps, visitor)).messages.filter((x) => x.senderType === 'system');
+    expect(system.slice(-3).map((x) => ({ senderId: x.senderId, type: x.type, event: x.meta?.event }))).toEqual([
+      { senderId: '', type: 'system', event: 'transferred' },
+      { senderId: '', type: 'system', event: 'closed' },
+      { senderId: '', type: 'system', event: 'rated' },
+    ]);
+    expect(system.slice(-3).map((x) => x.content)).toEqual(['Transferred to Bob', 'Closed by the agent', 'Rated 4/5']);
+  });
+});
+
+describe('Transfer', () => {
+  it('to an agent: the visitor is told of the transfer, never that it waits', async () => {
+    const { m, agent, visitor } = await f.activeChat();
+    const bob = await f.agent(m);
+    await f.online(bob);
+    const feed = recordEvents(deps, [visitor.channel, agentChannel(bob.agentId)]);
+    await feed.ready;
+    await transferConversation(deps, agent, { visitorId: visitor.visitorId, toAgentId: bob.agentId });
+    await feed.first('conversation.transferred', agentChannel(bob.agentId));
+    await feed.first('conversation.transferred', visitor.channel);
+    expect(feed.of('conversation.queued')).toEqual([]);
+    expect(await loadConversation(deps, visitor)).toMatchObject({ state: 'active', agent: { agentId: bob.agentId } });
+    feed.stop();
+  });
+});
+
+describe('The agent in a conversation', () => {
+  it('carries its avatar', async () => {
+    const { agent, visitor } = await f.activeChat({ agentNickname: 'Alice' });
+    await deps.db.update(agents).set({ avatar: 'https://cdn.example/alice.png' }).where(eq(agents.id, agent.agentId));
+    expect((await loadConversation(deps, visitor))?.agent).toEqual({
+      agentId: agent.agentId,
+      nickname: 'Alice',
+      avatar: 'https://cdn.example/alice.png',
+    });
+  });
+});
+
+describe('Re-queue', () => {
+  it('only of an agent offline: an online agent keeps its conversations; an offline one’s go back with a system message', async () => {
+    const { m, agent, visitor } = await f.activeChat();
+    expect(await requeueOfflineAgent(deps, agent.agentId)).toBe(0);
+    expect(await loadConversation(deps, visitor)).toMatchObject({ state: 'active', agent: { agentId: agent.agentId } });
+
+    // An agent never connected is offline: what it claimed goes back to the queue.
+    const away = await f.agent(m, { nickname: 'Away' });
+    const other = await f.visitor(m);
+    // The online agent is full: the next conversation waits until the offline one claims it.
+    await deps.db.update(merchants).set({ maxConcurrentChats: 1 }).where(eq(merchants.id, m.merchantId));
+    expect((await assignAgent(deps, other)).state).toBe('queued');
+    await claimConversation(deps, away, { visitorId: other.visitorId });
+    expect(await requeueOfflineAgent(deps, away.agentId)).toBe(1);
+    expect((await loadConversation(deps, other))?.state).toBe('queued');
+    expect((await listMessages(deps, other)).messages.at(-1)).toMatchObject({
+      senderType: 'system',
+      senderId: '',
+      type: 'system',
+      content: 'Away went offline; the conversation is back in the queue',
+      meta: { event: 'requeued', from_agent_id: away.agentId, reason: 'agent_offline' },
+    });
+  });
+});
