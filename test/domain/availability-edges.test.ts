@@ -1,17 +1,21 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, auditLog, conversations } from '../../src/db/schema.js';
+import type { Deps } from '../../src/deps.js';
 import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
+import { createHoursScheduler } from '../../src/resolvers/availability/hours-events.js';
 import {
   leaveContactDetails,
   leaveMessage,
   listMessagesLeft,
   updateContactFields,
 } from '../../src/resolvers/availability/messages-left.js';
+import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import {
   codeOf,
+  eventually,
   type Factories,
   recordEvents,
   refusalOf,
@@ -221,5 +225,145 @@ describe('messages left: contact details', () => {
       [admin.agentId, 'merchant', m.merchantId, { contactFields: ['email'] }, { contactFields: ['name', 'phone'] }],
     ]);
     expect(await codeOf(updateContactFields(deps, await f.agent(m), { fields: ['name'] }))).toBe('FORBIDDEN');
+  });
+});
+
+// ---- the open/close event (hours-events.ts) on a clock the test moves --------------------------
+
+const WEEK = [1, 2, 3, 4, 5, 6, 7];
+const every = (start: string, end: string) => WEEK.map((day) => ({ day, start, end }));
+/** Tuesday 1 Dec 2026, 10:00 UTC: the boundary the calendars below share. */
+const B = Date.UTC(2026, 11, 1, 10, 0);
+const OPEN_UTC = { open: true, next_open_at: null, timezone: 'UTC' };
+const settle = () => new Promise((r) => setTimeout(r, 300));
+
+/** A merchant whose own calendar (unless `withoutOwn`) and groups' calendars are set; `clock` a test-moved one. */
+async function calendarsAround(t: { now: number }, withoutOwn = false) {
+  const clock: Deps = { ...deps, now: () => t.now };
+  const m = await f.merchant();
+  const admin = await f.agent(m, { level: 'admin' });
+  const group = async (name: string) => {
+    const id = `g_${name}_${m.merchantId}`;
+    await deps.db.insert(agentGroups).values({ id, merchantId: m.merchantId, name });
+    return id;
+  };
+  const [sales, support, late] = [await group('sales'), await group('support'), await group('late')];
+  // The merchant and Sales open at B; Support is always open (no boundary); Late opens an hour after B.
+  if (!withoutOwn) await updateBusinessHours(clock, admin, { timezone: 'UTC', weekly: every('10:00', '10:05') });
+  await updateBusinessHours(clock, admin, { groupId: sales, timezone: 'UTC', weekly: every('10:00', '10:10') });
+  await updateBusinessHours(clock, admin, { groupId: support, timezone: 'UTC', weekly: every('00:00', '24:00') });
+  await updateBusinessHours(clock, admin, { groupId: late, timezone: 'UTC', weekly: every('11:00', '12:00') });
+  return { clock, m, admin, sales, support, late };
+}
+
+describe('business hours: the open/close event, scheduler by value', () => {
+  it('not started it tells nothing; started it tells each calendar due at the instant, once, to the visitors following it; stopped, nothing more', async () => {
+    const t = { now: B - 60_000 };
+    const { clock, m, sales } = await calendarsAround(t);
+    // v1 and v4 have no conversation (the default group: the merchant's calendar), v2 waits in
+    // Sales (Sales' calendar), v3's Sales conversation is closed (back to the merchant's).
+    const [v1, v2, v3, v4] = [await f.visitor(m), await f.visitor(m), await f.visitor(m), await f.visitor(m)];
+    await assignAgent(clock, v2, { groupId: sales });
+    await assignAgent(clock, v3, { groupId: sales });
+    await closeConversation(clock, v3);
+    const channels = [v1, v2, v3, v4].map((v) => v.channel);
+    const rec = recordEvents(deps, [globalChannel(m.bid), ...channels]);
+    await rec.ready;
+    const scheduler = createHoursScheduler(clock, {
+      localVisitorChannels: () => channels.map((channel) => ({ channel, merchantId: m.merchantId })),
+      reloadMs: 600_000,
+    });
+    try {
+      await scheduler.reload();
+      // At the boundary, re-read but not started: nothing is told.
+      t.now = B;
+      await scheduler.reload();
+      await settle();
+      expect(rec.of('business_hours.changed')).toEqual([]);
+      // Started at the very instant: the boundary kept from before is due now.
+      scheduler.start();
+      await eventually(() => rec.of('business_hours.changed', globalChannel(m.bid)).length === 2, 'both calendars');
+      await eventually(
+        () => channels.every((c) => rec.of('business_hours.changed', c).length === 1),
+        'each visitor’s event',
+      );
+      await settle();
+      // Only the calendars due (not Support, with no boundary, nor Late, due an hour later).
+      expect(
+        rec
+          .of('business_hours.changed', globalChannel(m.bid))
+          .map((e) => e.data)
+          .sort((a, b) =>
+            String((a as { group_id: unknown }).group_id).localeCompare(String((b as { group_id: unknown }).group_id)),
+          ),
+      ).toEqual([
+        { group_id: sales, ...OPEN_UTC },
+        { group_id: null, ...OPEN_UTC },
+      ]);
+      expect(channels.map((c) => rec.of('business_hours.changed', c).map((e) => e.data))).toEqual([
+        [{ group_id: null, ...OPEN_UTC }],
+        [{ group_id: sales, ...OPEN_UTC }],
+        [{ group_id: null, ...OPEN_UTC }],
+        [{ group_id: null, ...OPEN_UTC }],
+      ]);
+      // Stopped: the merchant's close at 10:05 is never told by it.
+      await scheduler.stop();
+      t.now = B + 5 * 60_000 + 1000;
+      await scheduler.reload();
+      await settle();
+      expect(rec.of('business_hours.changed').length).toBe(6);
+    } finally {
+      rec.stop();
+      await scheduler.stop();
+    }
+  });
+
+  it('without visitor channels (the option absent) every calendar due is told on global, group calendars of one instant each', async () => {
+    const t = { now: B - 60_000 };
+    const { clock, m, admin, support } = await calendarsAround(t);
+    // Support now opens at B too: two group calendars and the merchant's share the instant.
+    await updateBusinessHours(clock, admin, { groupId: support, timezone: 'UTC', weekly: every('10:00', '10:20') });
+    const rec = recordEvents(deps, [globalChannel(m.bid)]);
+    await rec.ready;
+    const scheduler = createHoursScheduler(clock, { reloadMs: 600_000 });
+    try {
+      await scheduler.reload();
+      t.now = B;
+      scheduler.start();
+      await eventually(() => rec.of('business_hours.changed').length === 3, 'the three calendars');
+      await settle();
+      expect(
+        rec
+          .of('business_hours.changed')
+          .map((e) => (e.data as { group_id: string | null }).group_id)
+          .sort(),
+      ).toEqual([`g_sales_${m.merchantId}`, support, null].sort());
+    } finally {
+      rec.stop();
+      await scheduler.stop();
+    }
+  });
+
+  it('a merchant with group calendars only: a visitor waiting in Sales gets Sales’ boundary', async () => {
+    const t = { now: B - 60_000 };
+    const { clock, m, sales } = await calendarsAround(t, true);
+    const visitor = await f.visitor(m);
+    await assignAgent(clock, visitor, { groupId: sales });
+    const rec = recordEvents(deps, [visitor.channel]);
+    await rec.ready;
+    const scheduler = createHoursScheduler(clock, {
+      localVisitorChannels: () => [{ channel: visitor.channel, merchantId: m.merchantId }],
+      reloadMs: 600_000,
+    });
+    try {
+      await scheduler.reload();
+      t.now = B;
+      scheduler.start();
+      await eventually(() => rec.of('business_hours.changed').length === 1, 'Sales’ event');
+      expect(rec.of('business_hours.changed').map((e) => e.data)).toEqual([{ group_id: sales, ...OPEN_UTC }]);
+    } finally {
+      rec.stop();
+      await scheduler.stop();
+    }
   });
 });
