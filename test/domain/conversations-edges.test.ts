@@ -4,21 +4,26 @@ import { agents, conversations, merchants } from '../../src/db/schema.js';
 import { leaveMessage } from '../../src/resolvers/availability/messages-left.js';
 import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
-import { loadConversation } from '../../src/resolvers/conversations/queries.js';
+import { listConversations, loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { rateConversation } from '../../src/resolvers/conversations/rating.js';
 import { requeueOfflineAgent } from '../../src/resolvers/conversations/requeue.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { transferConversation } from '../../src/resolvers/conversations/transfer.js';
+import { createLabel, labelConversation } from '../../src/resolvers/desk/labels.js';
 import { agentChannel } from '../../src/resolvers/events.js';
+import { authenticateApiKey } from '../../src/resolvers/integration/api-keys/authenticate.js';
+import { createApiKey } from '../../src/resolvers/integration/api-keys/keys.js';
 import { listMessages } from '../../src/resolvers/messages/history.js';
 import { sendMessage } from '../../src/resolvers/messages/send.js';
 import type { VisitorViewer } from '../../src/resolvers/viewer.js';
+import { loadWorkbench } from '../../src/resolvers/workbench.js';
 import {
   type Factories,
   factories,
   meanwhileBeforeNextTransaction,
   privateTestDeps,
   recordEvents,
+  refusalOf,
   type TestDeps,
   type TestMerchant,
   useTestDeps,
@@ -218,5 +223,122 @@ describe('Re-queue', () => {
       content: 'Away went offline; the conversation is back in the queue',
       meta: { event: 'requeued', from_agent_id: away.agentId, reason: 'agent_offline' },
     });
+  });
+});
+
+describe('Assignment by routing', () => {
+  it('writes the joined message from the system, tells the visitor of it, and stamps the conversation and the workbench summary with its time', async () => {
+    const m = await f.merchant();
+    const ann = await f.agent(m, { nickname: 'Ann' });
+    await f.online(ann);
+    const visitor = await f.visitor(m);
+    const feed = recordEvents(deps, [visitor.channel]);
+    await feed.ready;
+    const before = Date.now();
+    const assigned = await assignAgent(deps, visitor);
+    const after = Date.now();
+    expect(assigned.agent?.agentId).toBe(ann.agentId);
+    const joined = (await listMessages(deps, visitor)).messages.at(-1);
+    expect(joined).toMatchObject({
+      seq: 1,
+      senderType: 'system',
+      senderId: '',
+      type: 'system',
+      content: 'Ann joined the conversation',
+      meta: { event: 'assigned', agent_id: ann.agentId, nickname: 'Ann', by: 'routing' },
+    });
+    expect(joined?.id).toMatch(/^msg/);
+    const told = await feed.first('message.created', visitor.channel);
+    expect(told.data).toMatchObject({ message: { id: joined?.id, seq: 1, content: 'Ann joined the conversation' } });
+    // The last activity, in Unix seconds.
+    const timestamp = (await loadConversation(deps, visitor))?.timestamp ?? 0;
+    expect(timestamp).toBeGreaterThanOrEqual(Math.floor(before / 1000));
+    expect(timestamp).toBeLessThanOrEqual(Math.ceil(after / 1000));
+    const entry = (await loadWorkbench(deps, ann, { wsAddress: '' })).chatting.find((c) => c.id === visitor.visitorId);
+    expect(entry?.items).toHaveLength(1);
+    expect(entry?.items[0]).toMatchObject({
+      seq: 1,
+      sender_type: 'system',
+      type: 'system',
+      content: 'Ann joined the conversation',
+    });
+    const at = entry?.items[0]?.created_at ?? 0;
+    expect(at).toBeGreaterThanOrEqual(before);
+    expect(at).toBeLessThanOrEqual(after);
+    feed.stop();
+  });
+
+  it('of two agents equally busy, the one assigned longest ago (never first) gets the next conversation', async () => {
+    const m = await f.merchant();
+    const [a, b] = [await f.agent(m), await f.agent(m)];
+    await f.online(a);
+    await f.online(b);
+    const first = await f.visitor(m);
+    const firstAgent = (await assignAgent(deps, first)).agent?.agentId;
+    await closeConversation(deps, first);
+    // Both are free again; the one that just had a conversation waits its turn.
+    const second = await f.visitor(m);
+    const secondAgent = (await assignAgent(deps, second)).agent?.agentId;
+    expect([firstAgent, secondAgent].sort()).toEqual([a.agentId, b.agentId].sort());
+  });
+});
+
+describe('Listing', () => {
+  it('a page of exactly `first` has no next page; an agent’s unread count; all for an administrator; a label narrows it; an API key reads all, never mine, and needs its scope', async () => {
+    const m = await f.merchant({ maxConcurrentChats: 2 });
+    const a = await f.agent(m);
+    const admin = await f.agent(m, { level: 'admin' });
+    await f.online(a);
+    const [v1, v2, v3] = [await f.visitor(m), await f.visitor(m), await f.visitor(m)];
+    const ids: string[] = [];
+    for (const v of [v1, v2, v3]) ids.push((await assignAgent(deps, v)).conversationId);
+    await sendMessage(deps, v1, { clientMsgId: 'u1', content: 'one' });
+    await sendMessage(deps, v1, { clientMsgId: 'u2', content: 'two' });
+
+    const mine = await listConversations(deps, a, { scope: 'mine', first: 2 });
+    expect(mine.hasNextPage).toBe(false);
+    expect(mine.nodes.map((n) => [n.conversationId, n.unreadCount]).sort()).toEqual(
+      [
+        [ids[0], 2],
+        [ids[1], 0],
+      ].sort(),
+    );
+    const all = await listConversations(deps, admin, { scope: 'all' });
+    expect(all.nodes.map((n) => n.conversationId)).toEqual([...ids].reverse());
+
+    const vip = await createLabel(deps, admin, { name: 'VIP' });
+    await labelConversation(deps, a, { visitorId: v2.visitorId, labelId: vip.id });
+    const labelled = await listConversations(deps, admin, { scope: 'all', labelId: vip.id });
+    expect(labelled.nodes.map((n) => n.conversationId)).toEqual([ids[1]]);
+
+    const reader = await authenticateApiKey(
+      deps,
+      (await createApiKey(deps, admin, { name: 'reader', scopes: ['conversations:read'] })).key,
+    );
+    expect((await listConversations(deps, reader)).nodes.map((n) => n.conversationId)).toEqual([...ids].reverse());
+    expect(await refusalOf(listConversations(deps, reader, { scope: 'mine' }))).toBe(
+      'BAD_USER_INPUT: scope mine is an agent’s: an API key reads all or queue',
+    );
+    const hooks = await authenticateApiKey(
+      deps,
+      (await createApiKey(deps, admin, { name: 'hooks', scopes: ['webhooks:manage'] })).key,
+    );
+    expect(await refusalOf(listConversations(deps, hooks))).toBe(
+      'INSUFFICIENT_SCOPE: This API key lacks the scope conversations:read',
+    );
+  });
+
+  it('the queue in the order it is served: a conversation re-queued at the front is listed first', async () => {
+    const m = await f.merchant({ maxConcurrentChats: 1 });
+    const a = await f.agent(m);
+    await f.online(a);
+    const [v1, v2, v3] = [await f.visitor(m), await f.visitor(m), await f.visitor(m)];
+    for (const v of [v1, v2, v3]) await assignAgent(deps, v);
+    // v3 is taken by an agent never connected (offline), then re-queued ahead of v2.
+    const away = await f.agent(m);
+    await claimConversation(deps, away, { visitorId: v3.visitorId });
+    expect(await requeueOfflineAgent(deps, away.agentId)).toBe(1);
+    const queue = await listConversations(deps, a, { scope: 'queue' });
+    expect(queue.nodes.map((n) => n.visitorId)).toEqual([v3.visitorId, v2.visitorId]);
   });
 });
