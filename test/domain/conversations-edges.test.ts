@@ -1,6 +1,7 @@
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agents, conversations, merchants } from '../../src/db/schema.js';
+import { agents, conversations, merchants, webhookDeliveries, webhookEndpoints } from '../../src/db/schema.js';
+import { newId } from '../../src/ids.js';
 import { leaveMessage } from '../../src/resolvers/availability/messages-left.js';
 import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
@@ -340,5 +341,78 @@ describe('Listing', () => {
     expect(await requeueOfflineAgent(deps, away.agentId)).toBe(1);
     const queue = await listConversations(deps, a, { scope: 'queue' });
     expect(queue.nodes.map((n) => n.visitorId)).toEqual([v3.visitorId, v2.visitorId]);
+  });
+});
+
+describe('Rating', () => {
+  it('refused, saying why, while the switch is off; once on, the webhook carries the score, resolved and comment', async () => {
+    const m = await f.merchant({ switches: { session_invite_rating: 'off', session_invite_resolved: 'on' } });
+    const v = await f.visitor(m);
+    const { conversationId } = await assignAgent(deps, v);
+    await closeConversation(deps, v);
+    expect(await refusalOf(rateConversation(deps, v, { score: 5 }))).toBe(
+      'RATING_NOT_ALLOWED: Rating is not enabled for this merchant',
+    );
+    await deps.db
+      .update(merchants)
+      .set({ switches: { session_invite_rating: 'on', session_invite_resolved: 'on' } })
+      .where(eq(merchants.id, m.merchantId));
+    await deps.db.insert(webhookEndpoints).values({
+      id: newId('whep'),
+      merchantId: m.merchantId,
+      url: 'https://hooks.example.com/parley',
+      events: ['conversation.rated'],
+      secret: 'whsec_test',
+    });
+    await rateConversation(deps, v, { score: 4, resolved: true, comment: 'quick' });
+    const deliveries = await deps.db
+      .select()
+      .from(webhookDeliveries)
+      .where(eq(webhookDeliveries.merchantId, m.merchantId));
+    expect(deliveries.map((d) => [d.event, JSON.parse(d.body).data])).toEqual([
+      [
+        'conversation.rated',
+        {
+          conversation_id: conversationId,
+          visitor_id: v.visitorId,
+          state: 'closed',
+          score: 4,
+          resolved: true,
+          comment: 'quick',
+        },
+      ],
+    ]);
+  });
+});
+
+describe('Transfer to an agent', () => {
+  it('refused for a ticket agent or a disabled one, even connected', async () => {
+    const { m, agent, visitor } = await f.activeChat();
+    // Both connected as agents; then an administrator made one a ticket agent and disabled the other.
+    const ticket = await f.agent(m);
+    const disabled = await f.agent(m);
+    await f.online(ticket);
+    await f.online(disabled);
+    await deps.db.update(agents).set({ level: 'ticket_agent' }).where(eq(agents.id, ticket.agentId));
+    await deps.db.update(agents).set({ disabled: true }).where(eq(agents.id, disabled.agentId));
+    for (const target of [ticket, disabled])
+      expect(
+        await refusalOf(transferConversation(deps, agent, { visitorId: visitor.visitorId, toAgentId: target.agentId })),
+      ).toBe('AGENT_UNAVAILABLE: That agent is not online');
+    expect(await loadConversation(deps, visitor)).toMatchObject({ state: 'active', agent: { agentId: agent.agentId } });
+  });
+});
+
+describe('Assigning again', () => {
+  it('answers the open conversation, by its id, with its agent', async () => {
+    const { agent, visitor, conversationId } = await f.activeChat();
+    expect(conversationId).toMatch(/^c_/);
+    expect(await assignAgent(deps, visitor)).toEqual({
+      conversationId,
+      state: 'active',
+      agent: { agentId: agent.agentId, nickname: agent.agent.nickname, avatar: '' },
+      queuePosition: null,
+      messageLeft: null,
+    });
   });
 });
