@@ -2,7 +2,7 @@ import { and, asc, eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { agentGroups, agents, auditLog, conversations } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
-import { updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
+import { loadBusinessHours, updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
 import { createHoursScheduler } from '../../src/resolvers/availability/hours-events.js';
 import {
   leaveContactDetails,
@@ -11,6 +11,7 @@ import {
   updateContactFields,
 } from '../../src/resolvers/availability/messages-left.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
+import { drainQueue } from '../../src/resolvers/conversations/queue.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
 import { globalChannel } from '../../src/resolvers/events.js';
 import {
@@ -365,5 +366,124 @@ describe('business hours: the open/close event, scheduler by value', () => {
       rec.stop();
       await scheduler.stop();
     }
+  });
+});
+
+// ---- setting calendars (calendars.ts, business-hours.ts's input) ------------------------------
+
+describe('business hours: setting and reading calendars, by value', () => {
+  it('weekday names and numbers are read, holidays deduplicated and sorted, exceptions kept; a group without its own shows none, in the merchant’s zone', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const set = await updateBusinessHours(deps, admin, {
+      timezone: 'Asia/Tokyo',
+      weekly: [
+        { day: 'mon', start: '09:00', end: '17:00' },
+        { day: 'tue', start: '09:00', end: '12:00' },
+        { day: 'SUNDAY', start: '22:00', end: '02:00' },
+        { day: 0, start: '10:00', end: '11:00' },
+      ],
+      holidays: ['2026-12-31', '2026-12-25', '2026-12-31'],
+      exceptions: [{ date: '2026-12-24', start: '10:00', end: '12:00' }],
+    });
+    expect([set.groupId, set.configured, set.timezone, set.weekly, set.holidays, set.exceptions]).toEqual([
+      null,
+      true,
+      'Asia/Tokyo',
+      [
+        { day: 1, start: '09:00', end: '17:00' },
+        { day: 2, start: '09:00', end: '12:00' },
+        { day: 7, start: '22:00', end: '02:00' },
+        { day: 7, start: '10:00', end: '11:00' },
+      ],
+      ['2026-12-25', '2026-12-31'],
+      [{ date: '2026-12-24', start: '10:00', end: '12:00' }],
+    ]);
+    const group = await defaultGroupOf(m);
+    const ofGroup = await loadBusinessHours(deps, admin, { groupId: group });
+    expect([
+      ofGroup.groupId,
+      ofGroup.configured,
+      ofGroup.timezone,
+      ofGroup.weekly,
+      ofGroup.holidays,
+      ofGroup.exceptions,
+    ]).toEqual([group, false, 'Asia/Tokyo', [], [], []]);
+  });
+
+  it('refuses a day that names no weekday or too little of one, a start at 24:00 or equal to the end, a blank or unknown group', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const weekly = (day: string | number, start = '09:00', end = '17:00') => [{ day, start, end }];
+    for (const input of [
+      { timezone: 'UTC', weekly: weekly('mo') },
+      { timezone: 'UTC', weekly: weekly('xyz') },
+      { timezone: 'UTC', weekly: weekly('daymon') },
+      { timezone: 'UTC', weekly: weekly(1, '24:00', '02:00') },
+      { timezone: 'UTC', weekly: weekly(1, '09:00', '09:00') },
+      { timezone: 'UTC', weekly: [], exceptions: [{ date: '2026-12-24', start: '24:00', end: '01:00' }] },
+      { timezone: 'UTC', weekly: weekly(1), groupId: '   ' },
+    ])
+      expect(await codeOf(updateBusinessHours(deps, admin, input as never))).toBe('BAD_USER_INPUT');
+    expect(await refusalOf(updateBusinessHours(deps, admin, { timezone: 'UTC', weekly: [], groupId: 'g_none' }))).toBe(
+      'NOT_FOUND: No such agent group',
+    );
+    expect(await codeOf(loadBusinessHours(deps, admin, { groupId: ' ' }))).toBe('BAD_USER_INPUT');
+  });
+
+  it('each change is audited on its target with the calendar before and after; only a change that flips the state now is told at once', async () => {
+    const t = { now: B - 60 * 60_000 };
+    const clock: Deps = { ...deps, now: () => t.now };
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const group = await defaultGroupOf(m);
+    const rec = recordEvents(deps, [globalChannel(m.bid)]);
+    await rec.ready;
+    // 09:00 UTC: the merchant closes (it was always open: told); the group's own, closed too, flips nothing.
+    await updateBusinessHours(clock, admin, { timezone: 'UTC', weekly: every('10:00', '11:00') });
+    await updateBusinessHours(clock, admin, { groupId: group, timezone: 'UTC', weekly: every('10:30', '11:00') });
+    // The group's opened now: told.
+    await updateBusinessHours(clock, admin, { groupId: group, timezone: 'UTC', weekly: every('08:00', '11:00') });
+    await eventually(() => rec.of('business_hours.changed').length === 2, 'the two flips');
+    await settle();
+    expect(rec.of('business_hours.changed').map((e) => e.data)).toEqual([
+      { group_id: null, open: false, next_open_at: B / 1000, timezone: 'UTC' },
+      { group_id: group, open: true, next_open_at: null, timezone: 'UTC' },
+    ]);
+    rec.stop();
+    const stored = (start: number, end: number) => ({
+      timezone: 'UTC',
+      weekly: WEEK.map((day) => ({ day, start, end })),
+      holidays: [],
+      exceptions: [],
+    });
+    const rows = await deps.db
+      .select()
+      .from(auditLog)
+      .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'business_hours.updated')))
+      .orderBy(asc(auditLog.id));
+    expect(rows.map((r) => [r.targetType, r.targetId, r.before, r.after])).toEqual([
+      ['merchant', m.merchantId, { businessHours: null }, { businessHours: stored(600, 660) }],
+      ['agent_group', group, { businessHours: null }, { businessHours: stored(630, 660) }],
+      ['agent_group', group, { businessHours: stored(630, 660) }, { businessHours: stored(480, 660) }],
+    ]);
+  });
+
+  it('routing follows a group’s own calendar: closed by it, its queue is not served though the merchant is open', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    const sales = `g_sales_${m.merchantId}`;
+    await deps.db.insert(agentGroups).values({ id: sales, merchantId: m.merchantId, name: 'Sales' });
+    const t = { now: B - 60 * 60_000 };
+    const clock: Deps = { ...deps, now: () => t.now };
+    await updateBusinessHours(clock, admin, { timezone: 'UTC', weekly: every('00:00', '24:00') });
+    await updateBusinessHours(clock, admin, { groupId: sales, timezone: 'UTC', weekly: every('10:00', '11:00') });
+    const visitor = await f.visitor(m);
+    expect((await assignAgent(clock, visitor, { groupId: sales })).messageLeft?.reason).toBe('closed');
+    await f.online(await f.agent(m, { group: 'Sales' }));
+    expect(await drainQueue(clock, m.merchantId)).toBe(0);
+    // Open by its calendar: served.
+    t.now = B + 60_000;
+    expect(await drainQueue(clock, m.merchantId)).toBe(1);
   });
 });
