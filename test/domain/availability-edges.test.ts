@@ -1,6 +1,6 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { agentGroups, agents, auditLog, conversations } from '../../src/db/schema.js';
+import { type Agent, agentGroups, agents, auditLog, conversations } from '../../src/db/schema.js';
 import type { Deps } from '../../src/deps.js';
 import { loadBusinessHours, updateBusinessHours } from '../../src/resolvers/availability/calendars.js';
 import { createHoursScheduler } from '../../src/resolvers/availability/hours-events.js';
@@ -10,6 +10,7 @@ import {
   listMessagesLeft,
   updateContactFields,
 } from '../../src/resolvers/availability/messages-left.js';
+import { chooseAgent } from '../../src/resolvers/availability/routing/policies.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { drainQueue } from '../../src/resolvers/conversations/queue.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
@@ -485,5 +486,26 @@ describe('business hours: setting and reading calendars, by value', () => {
     // Open by its calendar: served.
     t.now = B + 60_000;
     expect(await drainQueue(clock, m.merchantId)).toBe(1);
+  });
+});
+
+describe('routing: least busy ties', () => {
+  it('equally busy: the one assigned longest ago (never assigned first), then by id', () => {
+    const agent = (id: string, at: number | null) =>
+      ({ id, lastAssignedAt: at === null ? null : new Date(at) }) as Agent;
+    const least = (eligible: Agent[], active: [string, number][] = []) =>
+      chooseAgent(eligible, { policy: 'LEAST_BUSY', active: new Map(active), cursor: null, lastAgentId: null })?.id;
+    const [recent, older, never, twin] = [
+      agent('a', Date.UTC(2026, 10, 2)),
+      agent('b', Date.UTC(2026, 10, 1)),
+      agent('c', null),
+      agent('d', Date.UTC(2026, 10, 1)),
+    ];
+    expect(least([recent, older])).toBe('b');
+    expect(least([older, recent])).toBe('b');
+    expect(least([recent, never, older])).toBe('c');
+    expect(least([twin, older])).toBe('b');
+    // Busier loses whatever its last assignment.
+    expect(least([never, recent], [['c', 2]])).toBe('a');
   });
 });
