@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agents, conversations, merchants, webhookDeliveries, webhookEndpoints } from '../../src/db/schema.js';
 import { newId } from '../../src/ids.js';
 import { leaveMessage } from '../../src/resolvers/availability/messages-left.js';
-import { claimConversation } from '../../src/resolvers/conversations/agent-actions.js';
+import { claimConversation, pinConversation } from '../../src/resolvers/conversations/agent-actions.js';
 import { closeConversation, closeIdleConversations } from '../../src/resolvers/conversations/closing.js';
 import { listConversations, loadConversation } from '../../src/resolvers/conversations/queries.js';
 import { rateConversation } from '../../src/resolvers/conversations/rating.js';
@@ -414,5 +414,28 @@ describe('Assigning again', () => {
       queuePosition: null,
       messageLeft: null,
     });
+  });
+});
+
+describe('Each side’s answer counts its own unread messages', () => {
+  it('claim, pin, transfer and reading answer the agent’s count; a rating answers the visitor’s', async () => {
+    const m = await f.merchant({ switches: { session_invite_rating: 'on' } });
+    const [ann, bob] = [await f.agent(m, { nickname: 'Ann' }), await f.agent(m, { nickname: 'Bob' })];
+    const v = await f.visitor(m);
+    await assignAgent(deps, v);
+    await sendMessage(deps, v, { clientMsgId: 'v1', content: 'hello?' });
+    await sendMessage(deps, v, { clientMsgId: 'v2', content: 'anyone?' });
+    // Two of the visitor's messages the agent has not read; none of the agent's for the visitor.
+    expect((await claimConversation(deps, ann, { visitorId: v.visitorId })).unreadCount).toBe(2);
+    expect((await pinConversation(deps, ann, { visitorId: v.visitorId, pinned: true })).unreadCount).toBe(2);
+    expect((await loadConversation(deps, ann, { visitorId: v.visitorId }))?.unreadCount).toBe(2);
+    expect((await loadConversation(deps, v))?.unreadCount).toBe(0);
+    await f.online(bob);
+    const moved = await transferConversation(deps, ann, { visitorId: v.visitorId, toAgentId: bob.agentId });
+    expect(moved.unreadCount).toBe(2);
+    // Bob writes (his own position moves to the end) and closes: one message the visitor has not read.
+    await sendMessage(deps, bob, { visitorId: v.visitorId, clientMsgId: 'b1', content: 'sorry, bye' });
+    await closeConversation(deps, bob, { visitorId: v.visitorId });
+    expect((await rateConversation(deps, v, { score: 5 })).unreadCount).toBe(1);
   });
 });
