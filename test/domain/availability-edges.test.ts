@@ -11,6 +11,7 @@ import {
   updateContactFields,
 } from '../../src/resolvers/availability/messages-left.js';
 import { chooseAgent } from '../../src/resolvers/availability/routing/policies.js';
+import { evaluateRules, updateRoutingRules } from '../../src/resolvers/availability/routing/rules.js';
 import { closeConversation } from '../../src/resolvers/conversations/closing.js';
 import { drainQueue } from '../../src/resolvers/conversations/queue.js';
 import { assignAgent } from '../../src/resolvers/conversations/routing.js';
@@ -507,5 +508,45 @@ describe('routing: least busy ties', () => {
     expect(least([twin, older])).toBe('b');
     // Busier loses whatever its last assignment.
     expect(least([never, recent], [['c', 2]])).toBe('a');
+  });
+});
+
+describe('routing rules: matching and setting, by value', () => {
+  it('an attribute matches by its stored value as text; a missing one never; a page rule needs an entry page containing it', () => {
+    const rules = [
+      { attribute: 'tier', equals: 'null', priority: 5 },
+      { attribute: 'orders', equals: '3', skill: 'vip' },
+      { pageContains: '/pricing', skill: 'sales' },
+    ];
+    expect(evaluateRules(rules, new Map(), null)).toEqual({ requiredSkills: [], priority: 0 });
+    expect(evaluateRules(rules, new Map([['tier', null]]), '/home')).toEqual({ requiredSkills: [], priority: 0 });
+    expect(evaluateRules(rules, new Map<string, unknown>([['orders', 3]]), '/pricing/pro')).toEqual({
+      requiredSkills: ['sales', 'vip'],
+      priority: 0,
+    });
+  });
+
+  it('a rule giving neither a skill nor a priority is refused; each change is audited with the rules before and after', async () => {
+    const m = await f.merchant();
+    const admin = await f.agent(m, { level: 'admin' });
+    expect(await codeOf(updateRoutingRules(deps, admin, { rules: [{ pageContains: '/pricing' }] }))).toBe(
+      'BAD_USER_INPUT',
+    );
+    await updateRoutingRules(deps, admin, { rules: [{ pageContains: '/pricing', skill: 'sales' }] });
+    await updateRoutingRules(deps, admin, { rules: [{ attribute: 'tier', equals: 'gold', priority: 10 }] });
+    const rows = await deps.db
+      .select()
+      .from(auditLog)
+      .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'routing_rules.updated')))
+      .orderBy(asc(auditLog.id));
+    expect(rows.map((r) => [r.targetType, r.targetId, r.before, r.after])).toEqual([
+      ['merchant', m.merchantId, { rules: [] }, { rules: [{ pageContains: '/pricing', skill: 'sales' }] }],
+      [
+        'merchant',
+        m.merchantId,
+        { rules: [{ pageContains: '/pricing', skill: 'sales' }] },
+        { rules: [{ attribute: 'tier', equals: 'gold', priority: 10 }] },
+      ],
+    ]);
   });
 });
