@@ -28,7 +28,7 @@ import {
 let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
-const chat = () => f.activeChat();
+const chat = () => f.assignedChat();
 
 const cursor = (values: unknown) => Buffer.from(JSON.stringify(values)).toString('base64url');
 

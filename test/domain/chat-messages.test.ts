@@ -29,7 +29,7 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-const chat = () => f.activeChat({ switches: { session_invite_rating: 'on' } });
+const chat = () => f.assignedChat({ switches: { session_invite_rating: 'on' } });
 
 describe('Sending: exactly once, strictly ordered', () => {
   it('20 parallel sends with distinct client_msg_ids → seqs without holes, and history equals the events', async () => {
@@ -247,7 +247,8 @@ describe('Who may write where', () => {
 
 describe('History', () => {
   it('newest-first pages with before, holes filled with after, spanning the visitor’s earlier conversations', async () => {
-    const { agent, visitor } = await chat();
+    // Routed, with the agent online: the visitor's second conversation is routed to it too.
+    const { agent, visitor } = await f.activeChat({ switches: { session_invite_rating: 'on' } });
     for (let i = 1; i <= 5; i++) await sendMessage(deps, visitor, { clientMsgId: `a${i}`, content: `first ${i}` });
     await closeConversation(deps, visitor);
     for (let i = 1; i <= 3; i++) await sendMessage(deps, visitor, { clientMsgId: `b${i}`, content: `second ${i}` });

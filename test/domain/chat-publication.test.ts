@@ -26,7 +26,7 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-const chat = () => f.activeChat();
+const chat = () => f.assignedChat();
 
 const seqs = (events: ChannelEvent[]) => events.map((e) => (e.data as { message: { seq: number } }).message.seq);
 

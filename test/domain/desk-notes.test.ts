@@ -19,12 +19,9 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-/** A merchant, an online agent and a visitor chatting with it (two messages). */
+/** A merchant, an agent and a visitor chatting with it (two messages). */
 async function chat() {
-  const m = await f.merchant();
-  const agent = await f.agent(m, { nickname: 'Alice' });
-  await f.online(agent);
-  const { visitor, conversationId } = await f.conversation(m);
+  const { m, agent, visitor, conversationId } = await f.assignedChat({ agentNickname: 'Alice' });
   await sendMessage(deps, visitor, { clientMsgId: 'v-1', content: 'Where is my parcel?' });
   await sendMessage(deps, agent, { visitorId: visitor.visitorId, clientMsgId: 'a-1', content: 'Let me check.' });
   return { m, agent, visitor, conversationId };

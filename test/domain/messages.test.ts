@@ -31,7 +31,7 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
-const chat = () => f.activeChat();
+const chat = () => f.assignedChat();
 
 const conversationRow = async (id: string) =>
   (await deps.db.select().from(conversations).where(eq(conversations.id, id)))[0];
@@ -190,7 +190,8 @@ describe('Sending', () => {
   });
 
   it('the visitor’s conversation closing between the check and the write: the message starts a new conversation', async () => {
-    const { agent, visitor, conversationId } = await chat();
+    // Routed, with the agent online: the new conversation is routed to it.
+    const { agent, visitor, conversationId } = await f.activeChat();
     const visitorId = visitor.visitorId;
     // The agent closes the conversation while the visitor's send is under way.
     const racing = meanwhileBeforeNextTransaction(deps, () => closeConversation(deps, agent, { visitorId }));

@@ -13,7 +13,11 @@ import type { Deps } from '../../src/deps.js';
 import { DomainError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { createAgent, createMerchant } from '../../src/resolvers/admin.js';
-import { assignAgent } from '../../src/resolvers/conversations/routing.js';
+import { openConversation } from '../../src/resolvers/chat-rows.js';
+import { assignMany } from '../../src/resolvers/conversations/assignment.js';
+import { assignAgent, groupFor, openNewConversation } from '../../src/resolvers/conversations/routing.js';
+import { visitorKey } from '../../src/resolvers/outbox/enqueue.js';
+import { publishOutbox } from '../../src/resolvers/outbox/publish.js';
 import { createPresenceTracker, type PresenceTracker } from '../../src/resolvers/presence.js';
 import type { SessionPort } from '../../src/resolvers/session.js';
 import { type AgentViewer, requireVisitor, type VisitorViewer } from '../../src/resolvers/viewer.js';
@@ -358,6 +362,31 @@ export function factories(deps: Deps) {
     return { m, agent: a, visitor: v, conversationId: assigned.conversationId };
   }
 
+  /**
+   * What `activeChat` leaves — the same rows, system message and events — written by the
+   * conversation's own insert and the assignment's own write (`openNewConversation`, `assignMany`),
+   * without routing: no presence, no queue drain, no budget charged. For the rules of the chat
+   * itself (messages, notes, publication): routing is then judged by routing's tests, not by every
+   * chat test (a routing mutant no test kills ran about 200 of them in the mutation run), and the
+   * set-up takes about a third of the queries (docs/testing.md "A chat test's set-up").
+   */
+  async function assignedChat(
+    opts: { switches?: Record<string, string>; agentNickname?: string; visitorNickname?: string } = {},
+  ) {
+    const m = await merchant(opts.switches ? { switches: opts.switches } : {});
+    const a = await agent(m, opts.agentNickname ? { nickname: opts.agentNickname } : {});
+    const v = await visitor(m, opts.visitorNickname ? { nickname: opts.visitorNickname } : {});
+    const group = await groupFor(deps, m.merchantId, undefined);
+    const conversationId = await openNewConversation(deps, m.merchantId, v.visitorId, group);
+    const assigned = await deps.db.transaction(async (tx) => {
+      const ctx = await openConversation(tx, m.merchantId, v.visitorId);
+      return ctx ? assignMany(tx, [{ ctx, agent: a.agent }], deps.now()) : [];
+    });
+    if (!conversationId || assigned.length !== 1) throw new Error(`no conversation assigned to ${a.agentId}`);
+    await publishOutbox(deps, visitorKey(v.visitorId));
+    return { m, agent: a, visitor: v, conversationId };
+  }
+
   return {
     merchant,
     agent,
@@ -366,6 +395,7 @@ export function factories(deps: Deps) {
     online,
     conversation,
     activeChat,
+    assignedChat,
     async cleanup() {
       await Promise.all(trackers.map((t) => t.close()));
     },
