@@ -368,7 +368,7 @@ export function factories(deps: Deps) {
    * without routing: no presence, no queue drain, no budget charged. For the rules of the chat
    * itself (messages, notes, publication): routing is then judged by routing's tests, not by every
    * chat test (a routing mutant no test kills ran about 200 of them in the mutation run), and the
-   * set-up takes about a third of the queries (docs/testing.md "A chat test's set-up").
+   * set-up makes 26 queries, not 56 (docs/testing.md "A chat test's set-up without routing").
    */
   async function assignedChat(
     opts: { switches?: Record<string, string>; agentNickname?: string; visitorNickname?: string } = {},
