@@ -33,6 +33,16 @@ let deps: TestDeps;
 let f: Factories;
 useTestDeps((made) => ({ deps, f } = made));
 
+/** A merchant's audit rows of one action, oldest first: target, before and after. */
+const auditRows = async (merchantId: string, action: string) =>
+  (
+    await deps.db
+      .select()
+      .from(auditLog)
+      .where(and(eq(auditLog.merchantId, merchantId), eq(auditLog.action, action)))
+      .orderBy(asc(auditLog.id))
+  ).map((r) => [r.targetType, r.targetId, r.before, r.after]);
+
 const KEPT =
   ' Your message is kept and nothing is lost: an agent will answer it here as soon as possible. Come back to this page to read the answer.';
 
@@ -459,12 +469,7 @@ describe('business hours: setting and reading calendars, by value', () => {
       holidays: [],
       exceptions: [],
     });
-    const rows = await deps.db
-      .select()
-      .from(auditLog)
-      .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'business_hours.updated')))
-      .orderBy(asc(auditLog.id));
-    expect(rows.map((r) => [r.targetType, r.targetId, r.before, r.after])).toEqual([
+    expect(await auditRows(m.merchantId, 'business_hours.updated')).toEqual([
       ['merchant', m.merchantId, { businessHours: null }, { businessHours: stored(600, 660) }],
       ['agent_group', group, { businessHours: null }, { businessHours: stored(630, 660) }],
       ['agent_group', group, { businessHours: stored(630, 660) }, { businessHours: stored(480, 660) }],
@@ -534,12 +539,7 @@ describe('routing rules: matching and setting, by value', () => {
     );
     await updateRoutingRules(deps, admin, { rules: [{ pageContains: '/pricing', skill: 'sales' }] });
     await updateRoutingRules(deps, admin, { rules: [{ attribute: 'tier', equals: 'gold', priority: 10 }] });
-    const rows = await deps.db
-      .select()
-      .from(auditLog)
-      .where(and(eq(auditLog.merchantId, m.merchantId), eq(auditLog.action, 'routing_rules.updated')))
-      .orderBy(asc(auditLog.id));
-    expect(rows.map((r) => [r.targetType, r.targetId, r.before, r.after])).toEqual([
+    expect(await auditRows(m.merchantId, 'routing_rules.updated')).toEqual([
       ['merchant', m.merchantId, { rules: [] }, { rules: [{ pageContains: '/pricing', skill: 'sales' }] }],
       [
         'merchant',
