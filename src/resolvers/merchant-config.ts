@@ -24,8 +24,9 @@ import { isEditable, type VisitorAttributeDef } from './merchant.js';
  * - A visitor token check is kept at most {@link VISITOR_TOKEN_CACHE_MS} from the start of the
  *   query that produced it and never past the token's expiry; a revocation is announced too. So a
  *   revoked token is refused on every instance within 1 s at worst, even with the event lost.
- * - A load that overlaps an invalidation is not kept (epoch check), so a copy read before a
- *   change can never be stored after it.
+ * - A load that overlaps an invalidation is not kept (a configuration's load is kept from its
+ *   start, so the invalidation drops it; a token check is kept after its query, so a revocation
+ *   bumps an epoch the check compares), and a copy read before a change is never stored after it.
  */
 
 /** The bus channel of invalidations. Internal: no client identity may subscribe to it. */
@@ -138,7 +139,8 @@ export function createMerchantConfigCache(
   deps: Pick<Deps, 'db' | 'bus' | 'log' | 'now'>,
   { resubscribeMs = RESUBSCRIBE_MS }: { resubscribeMs?: number } = {},
 ): MerchantConfigCache {
-  // Nothing is cached unless the invalidations are heard: both stores ask the listener first.
+  // Nothing is cached unless the invalidations are heard: the stores keep a copy only while the
+  // listener listens, and every copy goes when it stops (`onStopped`), so a lookup needs no check.
   const isListening = () => listener.listening;
   const configs = createConfigCopies(deps, isListening);
   const tokens = createTokenChecks(isListening);
@@ -204,32 +206,24 @@ export function createMerchantConfigCache(
 /** The merchant configurations kept in memory while the invalidations are heard. */
 function createConfigCopies(deps: Pick<Deps, 'db' | 'now'>, isListening: () => boolean) {
   const configs = new Map<string, { value: Promise<MerchantConfig | undefined>; loadedAt: number }>();
-  // Bumped by every invalidation: a load that started before one is not kept.
-  let epoch = 0;
   return {
     get(merchantId: string): Promise<MerchantConfig | undefined> {
       if (!isListening()) return loadMerchantConfig(deps, merchantId);
       const now = deps.now();
       const hit = configs.get(merchantId);
       if (hit && now - hit.loadedAt < CONFIG_SAFETY_TTL_MS) return hit.value;
-      const started = epoch;
       const value = loadMerchantConfig(deps, merchantId);
-      // Concurrent readers share one load; a failed load or one overlapping a change is not kept.
+      // Concurrent readers share one load, kept from its start: an invalidation drops it even
+      // while it is in flight, so a load overlapping a change is never kept. A failed one is not.
       const entry = { value, loadedAt: now };
       configs.set(merchantId, entry);
-      value.then(
-        () => {
-          if (epoch !== started && configs.get(merchantId) === entry) configs.delete(merchantId);
-        },
-        () => {
-          if (configs.get(merchantId) === entry) configs.delete(merchantId);
-        },
-      );
+      value.catch(() => {
+        if (configs.get(merchantId) === entry) configs.delete(merchantId);
+      });
       return value;
     },
     /** Drops one merchant's copy, or every copy. */
     invalidate(merchantId?: string) {
-      epoch++;
       if (merchantId === undefined) configs.clear();
       else configs.delete(merchantId);
     },
@@ -243,7 +237,6 @@ function createTokenChecks(isListening: () => boolean) {
   let epoch = 0;
   return {
     get(hash: string, now: number): CachedVisitorToken | undefined {
-      if (!isListening()) return undefined;
       const hit = tokens.get(hash);
       if (!hit) return undefined;
       if (now >= hit.until || now >= hit.value.expiresAt) {
@@ -280,7 +273,7 @@ function createTokenChecks(isListening: () => boolean) {
 function createAppkeyIndex(isListening: () => boolean) {
   const ids = new Map<string, string>();
   return {
-    get: (appkey: string) => (isListening() ? ids.get(appkey) : undefined),
+    get: (appkey: string) => ids.get(appkey),
     remember(appkey: string, merchantId: string) {
       if (!isListening()) return;
       if (ids.size >= MAX_TOKENS) {
