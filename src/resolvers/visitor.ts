@@ -230,9 +230,7 @@ export async function issueVisitorToken(
     visitorId = await createVisitor(deps, merchant.id, input);
   }
 
-  let token = newSecret(32);
-  // base64url may start with `prly_` (about once in 10^9): such a token would read as an API key.
-  while (isApiKeyShaped(token)) token = newSecret(32);
+  const token = newVisitorToken();
   const expiresIn = deps.config.visitorTokenTtlSeconds;
   await deps.db.insert(visitorTokens).values({
     tokenHash: hashToken(token),
@@ -241,6 +239,16 @@ export async function issueVisitorToken(
     expiresAt: new Date(deps.now() + expiresIn * 1000),
   });
   return { token, uid: visitorId, expiresIn };
+}
+
+/**
+ * A new visitor token (32 random bytes, base64url), drawn from `draw`. base64url may start with
+ * `prly_` (about once in 10^9): such a token would read as an API key, so it is drawn again.
+ */
+export function newVisitorToken(draw = () => newSecret(32)) {
+  let token = draw();
+  while (isApiKeyShaped(token)) token = draw();
+  return token;
 }
 
 /** Revokes one visitor token at once (e.g. the merchant's user logged out); true when it was live. */

@@ -39,9 +39,11 @@ export function memoryEventBus(
         for (const [name, state] of channels) if (state.touched < cutoff) channels.delete(name);
       }, 60_000);
       sweep.unref();
+      // After `last`: this millisecond's first id, or `last`'s next when the clock has not passed it.
       const nextId = (last: EventId | undefined) => {
         const now = Date.now();
-        const [ms = 0, seq = 0] = (last ?? '0-0').split('-').map(Number);
+        if (last === undefined) return `${now}-0`;
+        const [ms, seq] = last.split('-').map(Number) as [number, number];
         return now > ms ? `${now}-0` : `${ms}-${seq + 1}`;
       };
       return {

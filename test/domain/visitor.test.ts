@@ -15,6 +15,7 @@ import { hashToken, requireVisitor } from '../../src/resolvers/viewer.js';
 import {
   issueVisitorToken,
   loadVisitorBootstrap,
+  newVisitorToken,
   revokeVisitorToken,
   userHashFor,
 } from '../../src/resolvers/visitor.js';
@@ -43,7 +44,9 @@ describe('Visitor tokens (issueVisitorToken)', () => {
     const first = await issueVisitorToken({ ...deps, now: () => t0 }, { appkey: m.appkey }, clientIp());
     const second = await issueVisitorToken(deps, { appkey: m.appkey }, clientIp());
     expect(first.uid).not.toBe(second.uid);
+    expect(first.uid).toMatch(/^v_[0-9a-f]{20}$/);
     expect(first.token).not.toBe(second.token);
+    expect(first.token).toMatch(/^[\w-]{43}$/);
     expect(first.expiresIn).toBe(deps.config.visitorTokenTtlSeconds);
     const [row] = await deps.db
       .select()
@@ -55,6 +58,12 @@ describe('Visitor tokens (issueVisitorToken)', () => {
     expect(visitor).toMatchObject({ merchantId: m.merchantId, externalUserId: null, lang: 'en' });
     expect(visitor?.nickname).toMatch(/^Visitor \d{4}$/);
     expect(visitor?.channel).toMatch(/^visitor-\S{24,}$/);
+  });
+
+  it('never issues a token that reads as an API key: such a draw is drawn again', () => {
+    const draws = ['prly_first', 'prly_second', 'plain'];
+    expect(newVisitorToken(() => draws.shift() ?? 'exhausted')).toBe('plain');
+    expect(draws).toEqual([]);
   });
 
   it('keeps the nickname and language given', async () => {

@@ -33,7 +33,8 @@ interface OutboxWebhook {
 export function webhookBody<N extends WebhookEventName>(name: N, data: EventData<N>, at: number): WebhookBody {
   return {
     type: name,
-    version: (eventCatalog[name] as { webhook?: number }).webhook ?? 1,
+    // Every webhook event declares its payload version (test/domain/events.test.ts checks it).
+    version: (eventCatalog[name] as { webhook: number }).webhook,
     timestamp: new Date(at).toISOString(),
     data: toWire(name, data),
   };
