@@ -52,20 +52,30 @@ function settingsOf(
   };
 }
 
+/**
+ * The merchant's calendar and the group's own, in one query: `group` is undefined when `groupId`
+ * is not one of the merchant's groups (or not given), null when the group has no calendar.
+ */
+async function calendarRow(db: Deps['db'] | Tx, merchantId: string, groupId: string | null | undefined) {
+  const [row] = await db
+    .select({ merchant: merchants.businessHours, groupId: agentGroups.id, group: agentGroups.businessHours })
+    .from(merchants)
+    // No group id matches '' (ids are prefixed), so without one the join finds nothing.
+    .leftJoin(agentGroups, and(eq(agentGroups.id, groupId ?? ''), eq(agentGroups.merchantId, merchants.id)))
+    .where(eq(merchants.id, merchantId));
+  return { merchant: row?.merchant ?? null, group: row?.groupId ? row.group : undefined };
+}
+
 /** The merchant's calendar and, when `groupId` is given, the group's own (NOT_FOUND when not the merchant's). */
 export async function calendarsOf(
   db: Deps['db'] | Tx,
   merchantId: string,
   groupId: string | null | undefined,
 ): Promise<{ merchant: BusinessHoursCalendar | null; group: BusinessHoursCalendar | null }> {
-  const [m] = await db.select({ hours: merchants.businessHours }).from(merchants).where(eq(merchants.id, merchantId));
-  if (!groupId) return { merchant: m?.hours ?? null, group: null };
-  const [g] = await db
-    .select({ hours: agentGroups.businessHours })
-    .from(agentGroups)
-    .where(and(eq(agentGroups.id, groupId), eq(agentGroups.merchantId, merchantId)));
-  if (!g) throw new DomainError('NOT_FOUND', 'No such agent group');
-  return { merchant: m?.hours ?? null, group: g.hours };
+  const { merchant, group } = await calendarRow(db, merchantId, groupId);
+  if (!groupId) return { merchant, group: null };
+  if (group === undefined) throw new DomainError('NOT_FOUND', 'No such agent group');
+  return { merchant, group };
 }
 
 /** The business hours of the merchant (or of one of its groups), as set and as they stand now. */
@@ -136,12 +146,6 @@ export async function groupOpenAt(
   groupId: string | null,
   now: number,
 ): Promise<boolean> {
-  const [m] = await db.select({ hours: merchants.businessHours }).from(merchants).where(eq(merchants.id, merchantId));
-  const [g] = groupId
-    ? await db
-        .select({ hours: agentGroups.businessHours })
-        .from(agentGroups)
-        .where(and(eq(agentGroups.id, groupId), eq(agentGroups.merchantId, merchantId)))
-    : [];
-  return businessHoursAt(g?.hours ?? m?.hours, now).open;
+  const { merchant, group } = await calendarRow(db, merchantId, groupId);
+  return businessHoursAt(group ?? merchant, now).open;
 }

@@ -8,8 +8,8 @@ import { openConversation } from '../chat-rows.js';
 import { auditedAgent, recordAudit } from '../desk/audit.js';
 import { globalChannel } from '../events.js';
 import { parseInput, text } from '../inputs.js';
-import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { webhookOutboxRow } from '../integration/webhooks/events.js';
+import { enqueueRows, outboxRows, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireAdmin, requireOnlineReception, TICKET_AGENT, type VisitorViewer } from '../viewer.js';
 import { businessHoursAt } from './business-hours.js';
@@ -110,10 +110,11 @@ export async function leaveMessage(
       notice,
     };
     const key = visitorKey(ctx.conversation.visitorId);
-    await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.message_left', data);
-    await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.message_left', data);
-    // The merchant's systems are told too (docs/integration.md "Webhooks").
-    await enqueueWebhookEvent(tx, key, merchantId, updated.id, 'conversation.message_left', data, now);
+    await enqueueRows(tx, [
+      ...outboxRows(key, [globalChannel(ctx.bid), ctx.visitorChannel], 'conversation.message_left', data),
+      // The merchant's systems are told too (docs/integration.md "Webhooks").
+      webhookOutboxRow(key, merchantId, updated.id, 'conversation.message_left', data, now),
+    ]);
     return true;
   });
   if (!done) return undefined;

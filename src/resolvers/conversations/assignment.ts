@@ -4,16 +4,8 @@ import type { Deps } from '../../deps.js';
 import { newId } from '../../ids.js';
 import { appendMessage, type ConversationContext, participantChannels, preview, toMessageView } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
-import { enqueueWebhookEvent, webhookOutboxRow } from '../integration/webhooks/events.js';
-import {
-  enqueueEvent,
-  enqueueRows,
-  type OutboxRow,
-  outboxRow,
-  rowsOf,
-  type Tx,
-  visitorKey,
-} from '../outbox/enqueue.js';
+import { webhookOutboxRow } from '../integration/webhooks/events.js';
+import { enqueueRows, type OutboxRow, outboxRow, outboxRows, rowsOf, type Tx, visitorKey } from '../outbox/enqueue.js';
 
 /**
  * Queued → active: one conversation (a claim) or a drain's whole pass at once. Both are a
@@ -71,13 +63,24 @@ export async function assignInTx(
     .where(eq(agents.id, agent.id));
   ctx.conversation = updated;
   await appendMessage(deps, tx, ctx, joinedMessage(agent, by));
-  const data = assignedData(c, agent, by);
-  const key = visitorKey(c.visitorId);
-  await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.assigned', data);
-  await enqueueEvent(tx, key, agentChannel(agent.id), 'conversation.assigned', data);
-  await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.assigned', data);
-  await enqueueWebhookEvent(tx, key, c.merchantId, c.id, 'conversation.assigned', data, now);
+  await enqueueRows(tx, assignedRows(ctx, agent, by, now));
   return true;
+}
+
+/** `conversation.assigned` on the merchant's, the agent's and the visitor's channels, then its webhook. */
+function assignedRows(ctx: ConversationContext, agent: Agent, by: AssignedBy, now: number): OutboxRow[] {
+  const c = ctx.conversation;
+  const key = visitorKey(c.visitorId);
+  const data = assignedData(c, agent, by);
+  return [
+    ...outboxRows(
+      key,
+      [globalChannel(ctx.bid), agentChannel(agent.id), ctx.visitorChannel],
+      'conversation.assigned',
+      data,
+    ),
+    webhookOutboxRow(key, c.merchantId, c.id, 'conversation.assigned', data, now),
+  ];
 }
 
 /**
@@ -183,10 +186,7 @@ function assignmentOutboxRows(
         rows.push(outboxRow(key, channel, 'message.created', { message }));
       rows.push(webhookOutboxRow(key, c.merchantId, c.id, 'message.created', { message }, now));
     }
-    const data = assignedData(c, agent, by);
-    for (const channel of [globalChannel(ctx.bid), agentChannel(agent.id), ctx.visitorChannel])
-      rows.push(outboxRow(key, channel, 'conversation.assigned', data));
-    rows.push(webhookOutboxRow(key, c.merchantId, c.id, 'conversation.assigned', data, now));
+    rows.push(...assignedRows(ctx, agent, by, now));
   }
   return rows;
 }

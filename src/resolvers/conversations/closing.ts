@@ -5,8 +5,8 @@ import { chargeConversationClosed } from '../budgets/chat.js';
 import { appendMessage, type ConversationContext, openConversation } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
-import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, type Tx, visitorKey } from '../outbox/enqueue.js';
+import { webhookOutboxRow } from '../integration/webhooks/events.js';
+import { enqueueRows, outboxRow, outboxRows, type Tx, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireOnlineReception, type VisitorViewer } from '../viewer.js';
 import { requireMine, requireOpen, type VisitorRef, visitorRef } from './context.js';
@@ -71,25 +71,26 @@ async function closeInTx(deps: Deps, tx: Tx, ctx: ConversationContext, closedBy:
     agentId: updated.agentId,
     closedBy,
   };
-  for (const channel of [
-    globalChannel(ctx.bid),
-    ...(updated.agentId ? [agentChannel(updated.agentId)] : []),
-    ctx.visitorChannel,
-  ])
-    await enqueueEvent(tx, visitorKey(c.visitorId), channel, 'conversation.closed', data);
-  await enqueueWebhookEvent(tx, visitorKey(c.visitorId), c.merchantId, c.id, 'conversation.closed', data, now);
   const [merchant] = await tx
     .select({ switches: merchants.switches })
     .from(merchants)
     .where(eq(merchants.id, c.merchantId));
   const rating = merchant?.switches.session_invite_rating === 'on';
   const resolved = merchant?.switches.session_invite_resolved === 'on';
-  if (rating || resolved)
-    await enqueueEvent(tx, visitorKey(c.visitorId), ctx.visitorChannel, 'conversation.rating_invited', {
-      conversationId: c.id,
-      rating,
-      resolved,
-    });
+  const key = visitorKey(c.visitorId);
+  const closedOn = [
+    globalChannel(ctx.bid),
+    ...(updated.agentId ? [agentChannel(updated.agentId)] : []),
+    ctx.visitorChannel,
+  ];
+  // One statement, in the order the events go out: closed, its webhook, then the invitation.
+  await enqueueRows(tx, [
+    ...outboxRows(key, closedOn, 'conversation.closed', data),
+    webhookOutboxRow(key, c.merchantId, c.id, 'conversation.closed', data, now),
+    ...(rating || resolved
+      ? [outboxRow(key, ctx.visitorChannel, 'conversation.rating_invited', { conversationId: c.id, rating, resolved })]
+      : []),
+  ]);
   return true;
 }
 

@@ -3,7 +3,7 @@ import { agents, conversations } from '../../db/schema.js';
 import type { Deps } from '../../deps.js';
 import { appendMessage, selectContexts } from '../chat-rows.js';
 import { agentChannel, globalChannel } from '../events.js';
-import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { enqueueRows, outboxRows, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import { drainQueue } from './queue.js';
 import { enqueueQueued } from './routing.js';
@@ -61,8 +61,8 @@ export async function requeueOfflineAgent(deps: Deps, agentId: string): Promise<
         groupId: updated.groupId,
         reason: 'agent_offline' as const,
       };
-      for (const channel of [globalChannel(ctx.bid), agentChannel(agentId), ctx.visitorChannel])
-        await enqueueEvent(tx, visitorKey(c.visitorId), channel, 'conversation.requeued', data);
+      const requeuedOn = [globalChannel(ctx.bid), agentChannel(agentId), ctx.visitorChannel];
+      await enqueueRows(tx, outboxRows(visitorKey(c.visitorId), requeuedOn, 'conversation.requeued', data));
       await enqueueQueued(tx, ctx);
       keys.push(visitorKey(c.visitorId));
     }

@@ -13,7 +13,7 @@ import { globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
 import { announceBot, firstResponderBot } from '../integration/bots/routing.js';
 import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, type Tx, visitorKey } from '../outbox/enqueue.js';
+import { enqueueRows, outboxRows, type Tx, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import type { VisitorViewer } from '../viewer.js';
 import { id } from './context.js';
@@ -208,6 +208,5 @@ export async function enqueueQueued(tx: Tx, ctx: ConversationContext) {
     queuePosition: Number(position?.n ?? 1),
   };
   const key = visitorKey(ctx.conversation.visitorId);
-  await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.queued', data);
-  await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.queued', data);
+  await enqueueRows(tx, outboxRows(key, [globalChannel(ctx.bid), ctx.visitorChannel], 'conversation.queued', data));
 }

@@ -7,8 +7,8 @@ import { appendMessage, type ConversationContext } from '../chat-rows.js';
 import type { AgentBrief } from '../event-catalog.js';
 import { agentChannel, globalChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
-import { enqueueWebhookEvent } from '../integration/webhooks/events.js';
-import { enqueueEvent, type Tx, visitorKey } from '../outbox/enqueue.js';
+import { webhookOutboxRow } from '../integration/webhooks/events.js';
+import { enqueueRows, outboxRow, outboxRows, type Tx, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireOnlineReception, TICKET_AGENT } from '../viewer.js';
 import { id, requireMine, requireOpen } from './context.js';
@@ -100,20 +100,18 @@ async function enqueueTransferred(
   const fromAgentId = before.agentId as string;
   // The old agent sees the system message too: it is the last thing of the conversation it gets.
   const key = visitorKey(before.visitorId);
-  await enqueueEvent(tx, key, agentChannel(fromAgentId), 'message.created', {
-    message: await appendMessage(deps, tx, ctx, {
-      senderType: 'system',
-      senderId: '',
-      clientMsgId: null,
-      type: 'system',
-      content: to ? `Transferred to ${to.nickname}` : 'Transferred back to the queue',
-      meta: {
-        event: 'transferred',
-        from_agent_id: fromAgentId,
-        to_agent_id: to?.agentId ?? null,
-        group_id: updated.groupId,
-      },
-    }),
+  const message = await appendMessage(deps, tx, ctx, {
+    senderType: 'system',
+    senderId: '',
+    clientMsgId: null,
+    type: 'system',
+    content: to ? `Transferred to ${to.nickname}` : 'Transferred back to the queue',
+    meta: {
+      event: 'transferred',
+      from_agent_id: fromAgentId,
+      to_agent_id: to?.agentId ?? null,
+      group_id: updated.groupId,
+    },
   });
   const data = {
     conversationId: before.id,
@@ -123,13 +121,16 @@ async function enqueueTransferred(
     to,
     groupId: updated.groupId,
   };
-  for (const channel of new Set([
+  const transferredOn = new Set([
     globalChannel(ctx.bid),
     agentChannel(fromAgentId),
     ...(to ? [agentChannel(to.agentId)] : []),
     ctx.visitorChannel,
-  ]))
-    await enqueueEvent(tx, key, channel, 'conversation.transferred', data);
-  await enqueueWebhookEvent(tx, key, before.merchantId, before.id, 'conversation.transferred', data, deps.now());
+  ]);
+  await enqueueRows(tx, [
+    outboxRow(key, agentChannel(fromAgentId), 'message.created', { message }),
+    ...outboxRows(key, transferredOn, 'conversation.transferred', data),
+    webhookOutboxRow(key, before.merchantId, before.id, 'conversation.transferred', data, deps.now()),
+  ]);
   if (!to) await enqueueQueued(tx, ctx);
 }

@@ -9,7 +9,7 @@ import type { NoteView } from '../event-catalog.js';
 import { agentChannel } from '../events.js';
 import { parseInput, required } from '../inputs.js';
 import { historyOnlyMine } from '../messages/history.js';
-import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { enqueueRows, outboxRows, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import { type AgentViewer, requireOnlineReception } from '../viewer.js';
 
@@ -86,7 +86,7 @@ export async function addNote(deps: Deps, viewer: AgentViewer, input: AddNoteInp
     const view = toNoteView(row, viewer.agent.nickname);
     // Agent channels only: never the visitor's channel (see the model above).
     const to = new Set([agentChannel(viewer.agentId), ...(c.agentId ? [agentChannel(c.agentId)] : [])]);
-    for (const channel of to) await enqueueEvent(tx, visitorKey(c.visitorId), channel, 'note.created', { note: view });
+    await enqueueRows(tx, outboxRows(visitorKey(c.visitorId), to, 'note.created', { note: view }));
     return view;
   });
   await publishOutbox(deps, visitorKey(note.visitorId));

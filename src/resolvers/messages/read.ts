@@ -6,7 +6,7 @@ import { chargeReadMark } from '../budgets/chat.js';
 import { unreadForAgent, unreadForVisitor } from '../conversations/view.js';
 import { agentChannel } from '../events.js';
 import { parseInput } from '../inputs.js';
-import { enqueueEvent, visitorKey } from '../outbox/enqueue.js';
+import { enqueueRows, outboxRows, visitorKey } from '../outbox/enqueue.js';
 import { publishOutbox } from '../outbox/publish.js';
 import { type ChatViewer, currentConversation, id, targetVisitor } from './target.js';
 
@@ -67,8 +67,8 @@ export async function markRead(deps: Deps, viewer: ChatViewer, given: ReadInput)
       readerId,
       seq,
     };
-    for (const channel of [ctx.visitorChannel, ...(row.agentId ? [agentChannel(row.agentId)] : [])])
-      await enqueueEvent(tx, visitorKey(row.visitorId), channel, 'message.read', data);
+    const readers = [ctx.visitorChannel, ...(row.agentId ? [agentChannel(row.agentId)] : [])];
+    await enqueueRows(tx, outboxRows(visitorKey(row.visitorId), readers, 'message.read', data));
     return true;
   });
   if (moved) await publishOutbox(deps, visitorKey(visitorId));

@@ -36,6 +36,14 @@ export const outboxRow = <N extends EventName>(
 });
 export type OutboxRow = typeof eventOutbox.$inferInsert;
 
+/** The outbox rows of one event on several channels, in their order. */
+export const outboxRows = <N extends EventName>(
+  key: string,
+  channels: Iterable<string>,
+  name: N,
+  data: EventData<N>,
+): OutboxRow[] => [...channels].map((channel) => outboxRow(key, channel, name, data));
+
 /** Writes several outbox rows in one statement, in the given order (their ids follow it). */
 export async function enqueueRows(tx: Tx, rows: OutboxRow[]) {
   if (rows.length > 0) await tx.insert(eventOutbox).values(rows);

@@ -10,10 +10,10 @@ import { announceIfWaiting } from '../../conversations/routing.js';
 import type { ConversationState } from '../../conversations/view.js';
 import { globalChannel } from '../../events.js';
 import { parseInput, required } from '../../inputs.js';
-import { enqueueEvent, type Tx, visitorKey } from '../../outbox/enqueue.js';
+import { enqueueRows, outboxRows, type Tx, visitorKey } from '../../outbox/enqueue.js';
 import { publishOutbox } from '../../outbox/publish.js';
 import type { VisitorViewer } from '../../viewer.js';
-import { enqueueWebhookEvent } from '../webhooks/events.js';
+import { webhookOutboxRow } from '../webhooks/events.js';
 import type { BotViewer } from './viewer.js';
 
 /**
@@ -89,9 +89,10 @@ async function handOffInTx(
     reason,
   };
   const key = visitorKey(c.visitorId);
-  await enqueueEvent(tx, key, globalChannel(ctx.bid), 'conversation.handed_off', data);
-  await enqueueEvent(tx, key, ctx.visitorChannel, 'conversation.handed_off', data);
-  await enqueueWebhookEvent(tx, key, c.merchantId, c.id, 'conversation.handed_off', data, now);
+  await enqueueRows(tx, [
+    ...outboxRows(key, [globalChannel(ctx.bid), ctx.visitorChannel], 'conversation.handed_off', data),
+    webhookOutboxRow(key, c.merchantId, c.id, 'conversation.handed_off', data, now),
+  ]);
   return true;
 }
 
