@@ -130,6 +130,8 @@ export const parts = {
       'test/unit/http-edges.test.ts',
       'test/unit/session-store.test.ts',
       ...api(
+      'front-door',
+      'slow-headers',
       'hardening-http',
       'hardening-cors-csrf',
       'clients-csrf',

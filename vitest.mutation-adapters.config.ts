@@ -7,15 +7,14 @@ import mutation, { partTests } from './vitest.mutation.config.js';
  * the gateway in-process (test/support/test-app.ts) and read it through REST, GraphQL, WebSocket
  * and Pusher. The pool, the argon2 alias and the mutant timeouts are vitest.mutation.config.ts's. Left out, each because a mutant's run cannot use it: the fuzzer
  * (random requests, no fixed answer to compare), the tests that spawn another process (its
- * coverage is not Stryker's) or build packages, and the slow-client tests (their time is the
- * assertion).
+ * coverage is not Stryker's) or build packages. The slow-header tests (test/api/slow-headers.test.ts,
+ * 1 s deadlines with seconds of slack) run in the `http` part only, which names them.
  */
 export const ADAPTER_TESTS = ['test/domain/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/api/**/*.test.ts'];
 export const ADAPTER_EXCLUDED = [
   'test/api/fuzz.test.ts',
   'test/api/bot-example.test.ts',
   'test/api/client-package.test.ts',
-  'test/api/slow-headers.test.ts',
 ];
 
 export default defineConfig({
