@@ -7,7 +7,13 @@ import { createWebhookDispatcher } from '../../src/resolvers/integration/webhook
 import { type ClaimedRow, publishClaimed } from '../../src/resolvers/outbox/claimed.js';
 import { enqueueRows, merchantKey, outboxRow, visitorKey } from '../../src/resolvers/outbox/enqueue.js';
 import { drainOutbox, keyStates, pendingRows, publishOutbox } from '../../src/resolvers/outbox/publish.js';
-import { LEASE_MARGIN_MS, lockedRound, OUTBOX_LEASE_MS, publishRows } from '../../src/resolvers/outbox/rounds.js';
+import {
+  LEASE_MARGIN_MS,
+  localRound,
+  lockedRound,
+  OUTBOX_LEASE_MS,
+  publishRows,
+} from '../../src/resolvers/outbox/rounds.js';
 import { PublicationTooLate } from '../../src/stores/bus.js';
 import {
   eventually,
@@ -185,6 +191,24 @@ describe('A key’s round under its lock (lockedRound)', () => {
       .where(eq(eventOutbox.id, row?.id ?? 0));
     expect(await lockedRound(recorded.deps, key)).toEqual({ published: 1, more: false });
     expect(recorded.calls.map((c) => c.seq)).toEqual([1]);
+  });
+
+  it('the embedded round: a send’s claim on the first row holds the rows after it (busy) until it lapses', async () => {
+    const key = keyName();
+    const channel = channelName();
+    const [claimed] = await enqueue(key, channel, 1, 1, new Date(Date.now() + 60_000));
+    // A later change of the same key, written while the send’s claim stands.
+    await enqueue(key, channel, 1, 2);
+    const recorded = recordingBus(deps);
+    expect(await localRound(recorded.deps, key)).toBe('busy');
+    expect(recorded.calls).toEqual([]);
+    await deps.db
+      .update(eventOutbox)
+      .set({ claimedUntil: new Date(Date.now() - 1000) })
+      .where(eq(eventOutbox.id, claimed?.id ?? 0));
+    expect(await localRound(recorded.deps, key)).toEqual({ published: 2, more: false });
+    expect(recorded.calls.map((c) => c.seq)).toEqual([1, 2]);
+    expect(await pendingRows(deps, key)).toBe(0);
   });
 
   it('a failed publish rolls the round back: it throws, and every row waits for the next round', async () => {
